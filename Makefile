@@ -1,0 +1,22 @@
+# The two commands of the README.  Both set up the environment first (tools/setup_env.sh:
+# idempotent, seconds when it is already there).
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+SIZES  ?= 2 4
+export OMPI_ALLOW_RUN_AS_ROOT := 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
+export OMPI_MCA_rmaps_base_oversubscribe := 1
+
+.PHONY: env test demo clean
+
+env:
+	@VENV=$(VENV) bash tools/setup_env.sh
+
+test: env
+	$(PY) tools/run_tests.py --sizes $(SIZES)
+
+demo: env
+	$(PY) -m pipekrylov demo
+
+clean:
+	rm -rf $(VENV) results
