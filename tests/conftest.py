@@ -77,14 +77,15 @@ def pytest_runtest_makereport(item, call):
     failed = _agree_failed(report)
     if not failed:
         return
-    texts = _AGREE.allgather(report.longreprtext if report.failed else None)
-    by_text = {}
-    for rank, text in enumerate(texts):
-        if text is not None:
-            by_text.setdefault(text, []).append(rank)
-    ranks = sorted(r for rs in by_text.values() for r in rs)
+    crash = getattr(getattr(report.longrepr, "reprcrash", None), "message", report.longreprtext)
+    failures = _AGREE.allgather((crash, report.longreprtext) if report.failed else None)
+    by_crash = {}  # the same failure on several ranks is shown once
+    for rank, failure in enumerate(failures):
+        if failure is not None:
+            by_crash.setdefault(failure[0], [failure[1], []])[1].append(rank)
+    ranks = sorted(r for _, rs in by_crash.values() for r in rs)
     parts = [f"--- failed on rank(s) {', '.join(map(str, rs))} of {SIZE} ---\n{text}"
-             for text, rs in by_text.items()]
+             for text, rs in by_crash.values()]
     report.outcome = "failed"
     report.longrepr = "\n".join(parts) if RANK == 0 else f"failed on ranks {ranks}"
 

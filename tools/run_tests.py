@@ -76,6 +76,8 @@ def main():
     total = {}
     worst = 0
     start = time.monotonic()
+    # mpiexec hands rank 0 a terminal of its own: say explicitly whether ours is one.
+    pytest_args = ["--color=" + ("yes" if sys.stdout.isatty() else "no"), *pytest_args]
     with tempfile.TemporaryDirectory() as tmp:
         runs = [("serial", [python, "-m", "pytest", "-q", *pytest_args], os.environ)]
         for n in args.sizes:

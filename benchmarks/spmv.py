@@ -1,0 +1,93 @@
+"""SpMV against the memory bandwidth, scipy and PETSc, on a 2D Poisson matrix.
+
+    mpiexec -n 1 python benchmarks/spmv.py [--n 1000]
+    mpiexec -n 2 python benchmarks/spmv.py [--n 1000]
+
+Prints, from one run: the STREAM-triad bandwidth measured with the same tools (a Numba
+loop); our SpMV's effective bandwidth and its ratio to the triad; scipy's ``A @ x`` and
+PETSc's MatMult on the same rows and their times relative to ours; and (serially) the
+column-index width variants that decided the kernels' index type.
+
+Bytes counted per SpMV: 8 + 4 per nonzero (value, uint32 column), 8 per row pointer,
+8 to read x and 8 to write y per row (no write-allocate, as for the triad's 24 B).
+"""
+import argparse
+
+import numpy as np
+import scipy.sparse as sp
+from mpi4py import MPI
+
+import pipekrylov as pk
+from common import best_times, print_table, stream_triad
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=1000, help="grid side: n^2 unknowns")
+    args = parser.parse_args()
+    comm = MPI.COMM_WORLD
+    A = pk.poisson2d(comm, args.n)
+    p = A.partition
+    x = np.random.default_rng(comm.rank).random(p.nlocal)
+    y = np.empty(p.nlocal)
+    nnz = comm.allreduce(A.nnz_local)
+    nbytes = 12.0 * nnz + 24.0 * A.shape[0]
+
+    triad = stream_triad(comm, max(p.nlocal, 4_000_000))
+    rows = A.to_scipy()  # scipy's own kernel on the same local rows (plus ghost columns)
+    x_full = np.zeros(A.shape[0])
+    x_full[p.start:p.end] = x
+
+    from petsc4py import PETSc
+    B = PETSc.Mat().createAIJ(((p.nlocal, A.shape[0]), (p.nlocal, A.shape[0])),
+                              csr=(rows.indptr.astype(PETSc.IntType), rows.indices.astype(PETSc.IntType),
+                                   rows.data), comm=comm)
+    xv, yv = B.createVecs()
+    xv.array[:] = x
+    times = best_times(comm, {"ours": lambda: A.matvec(x, y), "scipy": lambda: rows @ x_full,
+                              "petsc": lambda: B.mult(xv, yv)}, repeat=30)
+    t_ours, t_scipy, t_petsc = times["ours"], times["scipy"], times["petsc"]
+    assert np.allclose(yv.array, A.matvec(x, y))
+
+    gbs = lambda t: nbytes / t / 1e9  # noqa: E731
+    table = [
+        ["STREAM triad (Numba)", "-", f"{triad / 1e9:.1f}", "1.00", "-"],
+        ["pipekrylov SpMV", f"{t_ours * 1e3:.2f}", f"{gbs(t_ours):.1f}", f"{gbs(t_ours) / (triad / 1e9):.2f}", "1.00"],
+        ["scipy A @ x", f"{t_scipy * 1e3:.2f}", f"{gbs(t_scipy):.1f}", f"{gbs(t_scipy) / (triad / 1e9):.2f}", f"{t_scipy / t_ours:.2f}"],
+        ["PETSc MatMult", f"{t_petsc * 1e3:.2f}", f"{gbs(t_petsc):.1f}", f"{gbs(t_petsc) / (triad / 1e9):.2f}", f"{t_petsc / t_ours:.2f}"],
+    ]
+    if comm.rank == 0:
+        print(f"2D Poisson {args.n}x{args.n} ({A.shape[0]} unknowns, {nnz} nonzeros), {comm.size} rank(s), best of 30 interleaved rounds")
+    print_table(comm, ["kernel", "ms", "GB/s", "of triad", "time / ours"], table)
+    if comm.size == 1:
+        index_variants(rows)
+
+
+def index_variants(A):
+    """The textbook loop with other index types, beside the kernel we use."""
+    import numba
+    from pipekrylov.kernels import csr_matvec
+
+    @numba.njit(fastmath=False)
+    def textbook(indptr, indices, data, x, y):
+        for i in range(y.shape[0]):
+            s = 0.0
+            for k in range(indptr[i], indptr[i + 1]):
+                s += data[k] * x[indices[k]]
+            y[i] = s
+    x = np.random.default_rng(0).random(A.shape[1])
+    y = np.empty(A.shape[0])
+    variants = {}
+    for pointer, index in [(np.int64, np.int32), (np.int64, np.int64), (np.int64, np.uint32)]:
+        args = (A.indptr.astype(pointer), A.indices.astype(index), A.data, x, y)
+        variants[f"textbook, {pointer.__name__} pointers, {index.__name__} columns"] = \
+            (lambda args=args: textbook(*args))
+    ours = (A.indptr.astype(np.uint64), A.indices.astype(np.uint32), A.data, x, y)
+    variants["ours: uint64 pointers, uint32 columns, unrolled by 2"] = lambda: csr_matvec(*ours)
+    times = best_times(MPI.COMM_SELF, variants, repeat=20)
+    print("\nCSR loop variants (serial, same rows, interleaved best of 20):")
+    print_table(MPI.COMM_SELF, ["variant", "ms"], [[k, f"{v * 1e3:.2f}"] for k, v in times.items()])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""Compiling Numba kernels once per machine, safely under MPI.
+
+Kernels are compiled with explicit signatures and ``cache=True``, so a run loads them
+from Numba's on-disk cache instead of compiling.  Many ranks compiling into one cache at
+once is a known failure (torn index files), so compilation holds an exclusive file lock:
+the first rank compiles and writes, the others wait and then only read.
+"""
+import fcntl
+import hashlib
+import importlib.util
+import os
+import sys
+from contextlib import contextmanager
+
+import numba
+
+__all__ = ["cache_dir", "cache_lock", "jit", "compile_source"]
+
+FASTMATH = {"reassoc", "contract", "nsz", "arcp"}  # vectorized reductions; NaN still propagates
+
+
+def cache_dir():
+    """Folder for generated kernel sources and the compile lock."""
+    path = os.environ.get("PIPEKRYLOV_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pipekrylov")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+@contextmanager
+def cache_lock():
+    """Exclusive lock across the processes of one machine (flock on a file in cache_dir)."""
+    with open(os.path.join(cache_dir(), "compile.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def jit(signatures, **options):
+    """``numba.njit(signatures, cache=True, nogil=True)``, compiled eagerly under the lock."""
+    options.setdefault("fastmath", FASTMATH)
+
+    def decorate(func):
+        with cache_lock():
+            return numba.njit(signatures, cache=True, nogil=True, **options)(func)
+    return decorate
+
+
+def compile_source(source, name, signatures):
+    """Compile generated Python ``source`` defining ``name`` into a cached Numba kernel.
+
+    The source is written to a file named by its hash (Numba caches only functions that
+    live in a file), then imported and compiled under the lock.
+    """
+    digest = hashlib.sha256(source.encode()).hexdigest()[:20]
+    path = os.path.join(cache_dir(), f"kernel_{digest}.py")
+    with cache_lock():
+        if not os.path.exists(path):
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                f.write(source)
+            os.replace(tmp, path)
+        name_in_modules = f"pipekrylov_kernel_{digest}"
+        module = sys.modules.get(name_in_modules)
+        if module is None:
+            # Registered before it runs: Numba's cache records the module by name and
+            # looks it up in sys.modules when it reloads the kernel.
+            spec = importlib.util.spec_from_file_location(name_in_modules, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name_in_modules] = module
+            spec.loader.exec_module(module)
+        return numba.njit(signatures, cache=True, nogil=True, fastmath=FASTMATH)(getattr(module, name))

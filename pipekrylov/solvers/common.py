@@ -1,0 +1,168 @@
+"""Input handling, convergence test, monitor and timings shared by every solver."""
+import sys
+import time
+
+import numpy as np
+
+from ..parallel import collective_check
+from ..parallel.reduction import FusedReduction
+from ..precond import PreconditionerFailure, make_preconditioner
+from .result import REASONS, Breakdown, SolveResult
+
+__all__ = ["SolverRun", "Breakdown"]
+
+
+def _world():
+    from mpi4py import MPI
+    return MPI.COMM_WORLD
+
+
+class SolverRun:
+    """Everything a solver loop needs besides its own recurrences.
+
+    Normalizes the inputs once (scipy's contract: ``atol = max(atol, rtol * ||b||)``),
+    distributes a matrix given whole, builds the preconditioner, owns the reduction
+    object, runs the convergence test and the monitor, and packs the result.
+    """
+
+    def __init__(self, method, A, b, x0, rtol, atol, maxiter, M, callback, comm,
+                 monitor=False, latency=0.0):
+        from ..matrix.distributed import DistributedCSR
+        self.method = method
+        self.t_start = time.perf_counter()
+        if comm is None:
+            comm = A.comm if isinstance(A, DistributedCSR) else _world()
+        self.comm = comm
+        with collective_check(comm, method):
+            if not (np.isfinite(rtol) and np.isfinite(atol)) or rtol < 0 or atol < 0:
+                raise ValueError(f"tolerances must be finite and nonnegative: rtol={rtol}, atol={atol}")
+            if maxiter is not None and int(maxiter) < 1:
+                raise ValueError(f"maxiter must be positive, got {maxiter}")
+        self.whole = not isinstance(A, DistributedCSR)
+        if self.whole:
+            A = DistributedCSR.from_scipy(_as_sparse(A), comm)
+        self.A = A
+        p = A.partition
+        with collective_check(comm, method):
+            self.b = _local_vector(b, p, "b")
+            self.x = np.zeros(p.nlocal) if x0 is None else _local_vector(x0, p, "x0").copy()
+        self.reduction = FusedReduction(comm, latency=latency)
+        self.pc_error = None
+        try:
+            self.M = make_preconditioner(M, A)
+        except PreconditionerFailure as exc:
+            self.M, self.pc_error = None, exc
+        self.callback = callback
+        self.monitor = monitor
+        self.maxiter = 10 * p.n if maxiter is None else int(maxiter)
+        self.bnorm = float(np.sqrt(self.reduction.allreduce([self.b @ self.b], "||b||")[0]))
+        self.rtol, self.atol_given = float(rtol), float(atol)
+        self.atol = max(self.atol_given, self.rtol * self.bnorm)
+        self.history = []
+        self.spmv_before = (A.spmv_time, A.spmv_count)
+
+    # -------------------------------------------------------------- loop helpers
+    def precondition(self, r, z):
+        """z = M^{-1} r (a copy of r without a preconditioner)."""
+        if self.M is None:
+            z[:] = r
+        else:
+            self.M(r, z)
+        return z
+
+    def converged(self, iteration, rnorm):
+        """Record ``rnorm`` (global), print the monitor line; True when converged.
+
+        Raises Breakdown('diverged_nanorinf') on a non-finite norm.
+        """
+        self.history.append(rnorm)
+        if self.monitor and self.comm.Get_rank() == 0:
+            print(f"{iteration:4d} KSP Residual norm {rnorm:.12e}", file=_stream(self.monitor), flush=True)
+        if not np.isfinite(rnorm):
+            raise Breakdown("diverged_nanorinf", "residual norm is not finite")
+        return rnorm < self.atol
+
+    def iterated(self, x):
+        """Call the user's callback with the current iterate (whole if A was whole)."""
+        if self.callback is not None:
+            self.callback(self.A.gather(x) if self.whole else x)
+
+    def norm(self, v, label):
+        return float(np.sqrt(self.reduction.allreduce([v @ v], label)[0]))
+
+    # -------------------------------------------------------------- result
+    def finish(self, x, iterations, reason=None, message=""):
+        if reason is None:
+            reason = "diverged_its"
+        if reason == "diverged_its":
+            info = iterations
+            message = message or f"{iterations} iterations without converging"
+        elif REASONS[reason] > 0:
+            info = 0
+            if not message:
+                message = "converged"
+        else:
+            info = REASONS[reason]
+        A, red = self.A, self.reduction
+        timings = {
+            "total": time.perf_counter() - self.t_start,
+            "spmv": A.spmv_time - self.spmv_before[0],
+            "spmv_count": A.spmv_count - self.spmv_before[1],
+            "pc": self.M.time if self.M is not None else 0.0,
+            "reductions_blocked": red.blocked_time,
+            "reductions": red.count,
+        }
+        out = A.gather(x) if self.whole else x
+        return SolveResult(out, info, reason=reason, message=message, iterations=iterations,
+                           residual_norms=self.history, timings=timings, reductions=red,
+                           method=self.method)
+
+    def run(self, loop):
+        """Run a solver loop ``loop(self) -> (x, iterations, reason)``; turn breakdowns into info < 0."""
+        if self.pc_error is not None:
+            return self.finish(self.x, 0, "diverged_pc_failed", str(self.pc_error))
+        if self.bnorm == 0.0:
+            self.history.append(0.0)
+            return self.finish(np.zeros_like(self.b), 0, "converged_atol", "b is zero: x = 0")
+        self.iterations = 0
+        try:
+            x, iterations, reason = loop(self)
+        except Breakdown as exc:
+            return self.finish(self.x, self.iterations, exc.reason, str(exc))
+        return self.finish(x, iterations, reason)
+
+    def stop_reason(self):
+        return "converged_atol" if self.atol > self.rtol * self.bnorm else "converged_rtol"
+
+
+def _stream(monitor):
+    return monitor if hasattr(monitor, "write") else sys.stdout
+
+
+def _as_sparse(A):
+    import scipy.sparse as sp
+    if sp.issparse(A):
+        return A
+    if isinstance(A, np.ndarray) and A.ndim == 2:
+        return sp.csr_matrix(A)
+    raise TypeError(f"A must be a DistributedCSR, a scipy.sparse matrix or a 2-D array, "
+                    f"got {type(A).__name__}")
+
+
+def _local_vector(v, partition, name):
+    v = np.asarray(v)
+    if v.dtype.kind == "c":
+        raise TypeError(f"unsupported dtype {v.dtype} for {name}: real systems only")
+    v = v.astype(np.float64).ravel() if v.ndim == 2 and 1 in v.shape else v.astype(np.float64)
+    if v.ndim != 1:
+        raise ValueError(f"{name} must be a vector, got shape {v.shape}")
+    if v.shape[0] == partition.nlocal:
+        out = v
+    elif v.shape[0] == partition.n:
+        out = v[partition.start:partition.end]
+    else:
+        raise ValueError(f"{name} has length {v.shape[0]}: expected {partition.n} (whole) or "
+                         f"{partition.nlocal} (this rank's rows)")
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"{name} has non-finite entries")
+    return np.ascontiguousarray(out)

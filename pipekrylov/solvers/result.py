@@ -1,0 +1,70 @@
+"""What a solve returns, and the reasons it stops (PETSc's KSPConvergedReason values)."""
+import numpy as np
+
+__all__ = ["SolveResult", "REASONS", "Breakdown"]
+
+# name -> PETSc KSPConvergedReason value; the negative ones are also the scipy-style info.
+REASONS = {
+    "converged_rtol": 2,
+    "converged_atol": 3,
+    "converged_happy_breakdown": 5,
+    "diverged_its": -3,
+    "diverged_breakdown": -5,
+    "diverged_breakdown_bicg": -6,
+    "diverged_indefinite_pc": -8,
+    "diverged_nanorinf": -9,
+    "diverged_indefinite_mat": -10,
+    "diverged_pc_failed": -11,
+}
+
+
+class Breakdown(ArithmeticError):
+    """Raised inside a solver loop; becomes ``info < 0`` with its reason."""
+
+    def __init__(self, reason, message):
+        super().__init__(message)
+        self.reason = reason
+
+
+class SolveResult(tuple):
+    """``(x, info)`` as scipy returns it, with the details as attributes.
+
+    ``x, info = cg(A, b)`` works as in scipy; ``result = cg(A, b)`` also gives
+
+    Attributes
+    ----------
+    x : ndarray
+        The solution (whole if A was given whole, else this rank's slice).
+    info : int
+        0 converged; > 0 the iterations done without converging; < 0 breakdown (the
+        value of PETSc's KSPConvergedReason for :attr:`reason`).
+    reason : str
+        ``converged_rtol``, ``converged_atol``, ``diverged_its``, ``diverged_breakdown``,
+        ``diverged_indefinite_mat``, ``diverged_indefinite_pc``, ``diverged_nanorinf``,
+        ``diverged_pc_failed``, ...
+    message : str
+        A sentence saying why it stopped.
+    iterations : int
+    residual_norms : ndarray
+        The norm the convergence test used, one per iteration starting with iteration 0.
+    timings : dict
+        Seconds in ``spmv``, ``pc``, ``reductions_blocked``, ``total``; counts too.
+    reductions : FusedReduction
+        Its ``events`` are the trace of starts, local work and waits.
+    """
+
+    def __new__(cls, x, info, **details):
+        self = super().__new__(cls, (x, info))
+        self.x, self.info = x, info
+        for key, value in details.items():
+            setattr(self, key, value)
+        self.residual_norms = np.asarray(details.get("residual_norms", []))
+        return self
+
+    @property
+    def converged(self):
+        return self.info == 0
+
+    def __repr__(self):
+        return (f"SolveResult(info={self.info}, reason={self.reason!r}, "
+                f"iterations={self.iterations}, residual={self.residual_norms[-1]:.3e})")

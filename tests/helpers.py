@@ -1,0 +1,62 @@
+"""Shared test helpers: the real matrices, reference builds, scipy calls across versions."""
+import glob
+import inspect
+import os
+
+import numpy as np
+import scipy.io
+import scipy.sparse as sp
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+MATRICES = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(DATA, "*.mtx")))
+SPD = ["bcsstk01", "nos4", "494_bus", "gr_30_30", "1138_bus", "bcsstk15"]
+NONSYMMETRIC = ["hor_131", "west0479", "orsirr_1", "cage9"]
+# 2-norm condition numbers, from the collection's index (shared/matrices/INDEX.md)
+COND = {"bcsstk01": 8.8e5, "nos4": 1.6e3, "494_bus": 2.4e6, "gr_30_30": 1.9e2, "1138_bus": 8.6e6,
+        "bcsstk15": 6.5e9, "hor_131": 4.3e4, "west0479": 3.3e11, "orsirr_1": 7.7e4, "cage9": 1.3e1}
+
+
+def matrix_path(name):
+    return os.path.join(DATA, f"{name}.mtx")
+
+
+def load(name):
+    """The reference: scipy's own reader."""
+    return scipy.io.mmread(matrix_path(name)).tocsr()
+
+
+def scipy_solve(solver, A, b, rtol, **kw):
+    """Call a scipy solver with rtol (scipy >= 1.12) or tol (Debian's 1.10); count iterations."""
+    count = [0]
+    if "rtol" in inspect.signature(solver).parameters:
+        kw["rtol"] = rtol
+    else:
+        kw["tol"] = rtol
+    x, info = solver(A, b, callback=lambda *a: count.__setitem__(0, count[0] + 1), **kw)
+    return x, info, count[0]
+
+
+def laplacian_1d(n):
+    return sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(n, n))
+
+
+def reference_stencil(kind, n):
+    """Generator matrices assembled independently (Kronecker sums) for comparison."""
+    I = sp.identity(n)
+    T = laplacian_1d(n)
+    if kind == "poisson2d":
+        return (sp.kron(I, T) + sp.kron(T, I)).tocsr()
+    if kind == "poisson3d":
+        return (sp.kron(sp.kron(I, I), T) + sp.kron(sp.kron(I, T), I) + sp.kron(sp.kron(T, I), I)).tocsr()
+    if kind == "anisotropic2d":
+        eps = 1e-2
+        return (eps * sp.kron(I, T) + sp.kron(T, I)).tocsr()
+    if kind == "convection_diffusion2d":
+        h = 1.0 / (n + 1)
+        D = sp.diags([-1.0, 1.0], [-1, 1], shape=(n, n)) * (h / 2)  # central first difference
+        return (sp.kron(I, T) + sp.kron(T, I) + 20.0 * sp.kron(I, D) + 10.0 * sp.kron(D, I)).tocsr()
+    raise ValueError(kind)
+
+
+def rel(a, b):
+    return np.linalg.norm(np.asarray(a) - np.asarray(b)) / max(np.linalg.norm(b), 1e-300)

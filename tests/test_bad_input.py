@@ -1,0 +1,90 @@
+"""Bad input: a clear exception on every rank, never a hang."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import pipekrylov as pk
+from pipekrylov.parallel import RowPartition
+from helpers import load, matrix_path
+
+MALFORMED = {
+    "banner": ("%%MatrixMarkte matrix coordinate real general\n2 2 1\n1 1 1.0\n", ValueError, "banner"),
+    "array": ("%%MatrixMarket matrix array real general\n2 2\n1\n2\n3\n4\n", ValueError, "coordinate"),
+    "complex": ("%%MatrixMarket matrix coordinate complex general\n2 2 1\n1 1 1.0 0.0\n", TypeError, "complex"),
+    "count": ("%%MatrixMarket matrix coordinate real general\n3 3 4\n1 1 1.0\n2 2 1.0\n3 3 1.0\n", ValueError, "announces 4"),
+    "range": ("%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 1.0\n2 2 1.0\n4 3 1.0\n", ValueError, "outside"),
+    "text": ("%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 1.0\n2 2 x\n3 3 1.0\n", ValueError, "non-numeric"),
+    "fields": ("%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 1.0\n2 2\n3 3 1.0\n", ValueError, "fields"),
+    "upper": ("%%MatrixMarket matrix coordinate real symmetric\n3 3 2\n1 1 1.0\n1 3 1.0\n", ValueError, "above the diagonal"),
+    "nonsquare": ("%%MatrixMarket matrix coordinate real general\n3 2 1\n1 1 1.0\n", ValueError, "square"),
+    "nan": ("%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 nan\n2 2 1.0\n", ValueError, "non-finite"),
+}
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_matrix_market(comm, case, tmp_path_factory):
+    text, error, message = MALFORMED[case]
+    path = None
+    if comm.rank == 0:
+        path = tmp_path_factory.mktemp("mm") / f"{case}.mtx"
+        path.write_text(text)
+    path = comm.bcast(path)
+    with pytest.raises(error, match=message):
+        pk.read_matrix_market(path, comm)
+
+
+@pytest.mark.mpi
+def test_missing_file(comm):
+    with pytest.raises(FileNotFoundError):
+        pk.read_matrix_market("/nonexistent/matrix.mtx", comm)
+
+
+@pytest.mark.mpi
+def test_nonsquare_and_nonfinite_matrices(comm):
+    with pytest.raises(ValueError, match="square"):
+        pk.DistributedCSR.from_scipy(sp.random(5, 4, density=0.5, format="csr"), comm)
+    A = load("nos4").tolil()
+    A[3, 3] = np.inf
+    with pytest.raises(ValueError, match="non-finite"):
+        pk.DistributedCSR.from_scipy(A.tocsr(), comm)
+    with pytest.raises(TypeError, match="dtype"):
+        pk.DistributedCSR.from_scipy(sp.identity(4, dtype=complex, format="csr"), comm)
+
+
+@pytest.mark.mpi
+def test_nonfinite_entry_on_one_rank_only(comm):
+    """Only the last rank's rows are bad; every rank must raise."""
+    A = load("nos4")
+    p = RowPartition.uniform(comm, A.shape[0])
+    rows = A[p.start:p.end].copy()
+    if comm.rank == comm.size - 1:
+        rows.data[-1] = np.nan
+    with pytest.raises(ValueError, match="non-finite"):
+        pk.DistributedCSR.from_local_rows(p, rows.indptr, rows.indices, rows.data, A.shape[1])
+
+
+@pytest.mark.mpi
+def test_partition_that_does_not_cover_the_rows(comm):
+    with pytest.raises(ValueError):
+        RowPartition(comm, [0] * comm.size)  # one offset short
+    with pytest.raises(ValueError, match="covers"):
+        pk.DistributedCSR.from_scipy(load("nos4"), comm, partition=RowPartition.uniform(comm, 50))
+    bad = list(range(comm.size + 1))
+    bad[-1] = 0  # decreasing
+    if comm.size > 1:
+        with pytest.raises(ValueError, match="not decrease"):
+            RowPartition(comm, bad)
+
+
+@pytest.mark.mpi
+def test_shape_mismatch_and_bad_tolerances(comm):
+    A = pk.poisson2d(comm, 6)
+    with pytest.raises(ValueError, match="length 7"):
+        pk.cg(A, np.ones(7))
+    with pytest.raises(ValueError, match="non-finite"):
+        pk.cg(A, np.full(36, np.nan))
+    with pytest.raises(ValueError, match="tolerances"):
+        pk.cg(A, np.ones(36), rtol=-1)
+    with pytest.raises(ValueError, match="maxiter"):
+        pk.gmres(A, np.ones(36), maxiter=0)

@@ -1,0 +1,135 @@
+"""Distributed CSR: construction, SpMV, halo exchange and the readers, against scipy."""
+import os
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import pipekrylov as pk
+from pipekrylov.matrix import generators
+from pipekrylov.parallel import RowPartition
+from pipekrylov.parallel.reduction import FusedReduction
+from helpers import MATRICES, load, matrix_path, reference_stencil, rel
+
+GENERATED = ["poisson2d", "poisson3d", "anisotropic2d", "convection_diffusion2d"]
+
+
+def check_spmv(D, A, seed=0):
+    x = np.random.default_rng(seed).standard_normal(A.shape[0])
+    y = D.gather(D.matvec(D.scatter(x)))
+    assert rel(y, A @ x) < 1e-12
+    # the chunked product that pokes progress gives the same result
+    y2 = D.gather(D.matvec(D.scatter(x), progress=lambda: None))
+    assert rel(y2, A @ x) < 1e-12
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("kind", GENERATED)
+def test_generators_equal_independent_assembly(comm, kind):
+    n = 7 if kind == "poisson3d" else 13
+    D = getattr(generators, kind)(comm, n)
+    A = reference_stencil(kind, n)
+    assert D.shape == A.shape and D.nnz == A.nnz
+    check_spmv(D, A)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("name", MATRICES)
+def test_matrix_market_reader_and_spmv(comm, name):
+    D = pk.read_matrix_market(matrix_path(name), comm)
+    A = load(name)
+    assert D.shape == A.shape and D.nnz == A.nnz  # explicit zeros kept, as mmread keeps them
+    rows = D.to_scipy()
+    p = D.partition
+    assert abs(rows - A[p.start:p.end]).max() == 0
+    check_spmv(D, A)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("root", [None, 0])
+def test_from_scipy_whole_or_on_root(comm, root):
+    A = load("orsirr_1")
+    D = pk.DistributedCSR.from_scipy(A if root is None or comm.rank == root else None, comm, root=root)
+    check_spmv(D, A)
+    # balanced by nonzeros: no rank has more than its share plus one row's worth
+    counts = comm.allgather(D.nnz_local)
+    assert max(counts) <= A.nnz / comm.size + np.diff(A.indptr).max()
+
+
+@pytest.mark.mpi
+def test_partition_with_empty_ranks_and_no_ghosts(comm):
+    """All rows on rank 0: the other ranks own nothing and no rank has ghosts."""
+    A = load("nos4")
+    starts = [0] + [A.shape[0]] * comm.size
+    D = pk.DistributedCSR.from_scipy(A, comm, partition=RowPartition(comm, starts))
+    assert D.halo.nghosts == 0
+    check_spmv(D, A)
+
+
+@pytest.mark.mpi
+def test_block_diagonal_partition_has_no_ghosts(comm):
+    blocks = [load("bcsstk01")] * comm.size
+    A = sp.block_diag(blocks, format="csr")
+    starts = np.arange(comm.size + 1) * blocks[0].shape[0]
+    D = pk.DistributedCSR.from_scipy(A, comm, partition=RowPartition(comm, starts))
+    assert D.halo.nghosts == 0 and len(D.ghost_rows) == 0
+    check_spmv(D, A)
+
+
+@pytest.mark.mpi
+def test_halo_exchange_delivers_the_ghost_values(comm):
+    D = pk.poisson2d(comm, 11)
+    x = np.arange(D.shape[0], dtype=float) ** 1.5
+    D.halo.start(D.scatter(x))
+    ghosts = D.halo.finish()
+    assert np.array_equal(ghosts, x[D.ghost_columns])
+    if comm.size > 1:
+        assert D.halo.nghosts > 0
+
+
+@pytest.mark.mpi
+def test_fused_reduction_equals_global_dots(comm):
+    D = pk.poisson2d(comm, 9)
+    rng = np.random.default_rng(1)
+    u, v = rng.random(D.shape[0]), rng.random(D.shape[0])
+    red = FusedReduction(comm)
+    pending = red.start([D.scatter(u) @ D.scatter(v), D.scatter(u) @ D.scatter(u)], "two dots")
+    with red.work("spmv"):
+        D.matvec(D.scatter(u), progress=red.progress)
+    uv, uu = pending.wait()
+    assert abs(uv - u @ v) < 1e-12 * abs(u @ v) and abs(uu - u @ u) < 1e-12 * (u @ u)
+    kinds = [e.kind for e in red.events]
+    assert kinds == ["start", "work", "wait"]
+
+
+@pytest.mark.mpi
+def test_injected_latency_delays_the_wait(comm):
+    red = FusedReduction(comm, latency=0.02)
+    pending = red.start([1.0])
+    assert pending.wait()[0] == comm.size
+    wait = [e for e in red.events if e.kind == "wait"][0]
+    start = [e for e in red.events if e.kind == "start"][0]
+    assert wait.end - start.start >= 0.02
+
+
+@pytest.mark.mpi
+def test_petsc_binary_round_trip_with_petsc4py(comm, tmp_path_factory):
+    from petsc4py import PETSc
+    A = load("hor_131")
+    path = None
+    if comm.rank == 0:
+        path = str(tmp_path_factory.mktemp("petsc") / "hor.petsc")
+        M = PETSc.Mat().createAIJ(A.shape, csr=(A.indptr, A.indices, A.data), comm=PETSc.COMM_SELF)
+        viewer = PETSc.Viewer().createBinary(path, "w", comm=PETSc.COMM_SELF)
+        M.view(viewer)
+        viewer.destroy()
+    path = comm.bcast(path)
+    D = pk.read_petsc_binary(path, comm)
+    check_spmv(D, A)
+    if comm.rank == 0:  # and our writer is read back by PETSc
+        ours = path + ".ours"
+        pk.write_petsc_binary(ours, A)
+        viewer = PETSc.Viewer().createBinary(ours, "r", comm=PETSc.COMM_SELF)
+        B = PETSc.Mat().load(viewer)
+        indptr, indices, data = B.getValuesCSR()
+        assert abs(sp.csr_matrix((data, indices, indptr), shape=A.shape) - A).max() == 0
