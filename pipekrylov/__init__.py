@@ -19,6 +19,8 @@ _LAZY = {
     "bicgstab": "pipekrylov.solvers",
     "gmres": "pipekrylov.solvers",
     "SolveResult": "pipekrylov.solvers",
+    "pipelined": "pipekrylov.derive",
+    "Method": "pipekrylov.derive",
     "FusedReduction": "pipekrylov.parallel.reduction",
     "Jacobi": "pipekrylov.precond",
     "BlockJacobi": "pipekrylov.precond",

@@ -1,6 +1,7 @@
 """Command line: ``python -m pipekrylov <command>`` (also the ``pipekrylov`` script).
 
     solve   one solve: a generated problem or a matrix file, any method; rank 0 prints
+    derive  print the pipelined variant the framework derives from a base method
     demo    the main job: classic solvers at 1 and 2 ranks, with and without an
             injected reduction latency; prints a table (this is ``make demo``)
 """
@@ -36,7 +37,10 @@ def solve_command(args):
     A, label = build_problem(comm, args.problem, args.matrix)
     # b = A * ones, so the error is measurable and every method has the same target
     b = A.matvec(np.ones(A.partition.nlocal))
-    solver = getattr(pk, args.method)
+    if args.method.startswith("p-"):
+        solver = pk.pipelined(args.method[2:])
+    else:
+        solver = getattr(pk, args.method)
     res = solver(A, b, rtol=args.rtol, atol=args.atol, maxiter=args.maxiter, M=args.pc,
                  monitor=args.monitor, latency=args.latency)
     r = b - A.matvec(res.x)
@@ -95,13 +99,31 @@ def demo_command(args):
     return 0
 
 
+def derive_command(args):
+    from . import derive as dv
+    method = dv.BASE_METHODS[args.method]
+    sched = dv.derive(method, args.depth, args.replace_every, not args.no_replacement)
+    if args.passes:
+        aux = sched.reductions.auxiliaries
+        print(f"== base method\n{method}\n\n== symbolic iteration\n{aux.symbolic}\n\n"
+              f"== auxiliary vectors\n{aux}\n\n== reductions\n{sched.reductions}\n\n== schedule")
+    print(sched)
+    if args.code:
+        print()
+        print(dv.pipelined(method, args.depth, replace_every=args.replace_every,
+                           replace_automatic=not args.no_replacement, check=False).source)
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="pipekrylov", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     solve = sub.add_parser("solve", help="solve one problem (run it under mpiexec)")
     solve.add_argument("--problem", default="poisson2d:200", help="NAME:N, NAME one of " + ", ".join(GENERATORS))
     solve.add_argument("--matrix", help="a Matrix Market (.mtx) or PETSc binary file instead")
-    solve.add_argument("--method", default="cg", choices=["cg", "cr", "bicgstab", "gmres"])
+    solve.add_argument("--method", default="cg",
+                       help="cg, cr, bicgstab, gmres, or a derived pipelined method: p-cg, p-cr, "
+                            "p-bicgstab, p-cgs")
     solve.add_argument("--pc", default=None, help="jacobi, bjacobi, ilu0, ic0 (default none)")
     solve.add_argument("--rtol", type=float, default=1e-8)
     solve.add_argument("--atol", type=float, default=0.0)
@@ -110,6 +132,14 @@ def main(argv=None):
     solve.add_argument("--monitor", action="store_true", help="PETSc-style residual monitor")
     solve.add_argument("--json", action="store_true", help="print one JSON record (rank 0)")
     solve.set_defaults(run=solve_command)
+    derive = sub.add_parser("derive", help="print a derived pipelined method")
+    derive.add_argument("method", choices=["cg", "cr", "bicgstab", "cgs"])
+    derive.add_argument("--depth", type=int, default=1)
+    derive.add_argument("--passes", action="store_true", help="also print every intermediate form")
+    derive.add_argument("--code", action="store_true", help="also print the generated kernels")
+    derive.add_argument("--replace-every", type=int, default=None, help="residual replacement period")
+    derive.add_argument("--no-replacement", action="store_true", help="no automatic residual replacement")
+    derive.set_defaults(run=derive_command)
     demo = sub.add_parser("demo", help="the main job: compare methods at 1 and 2 ranks")
     demo.add_argument("--problem", default="poisson2d:200")
     demo.add_argument("--latency", type=float, default=1e-3, help="injected latency, seconds")

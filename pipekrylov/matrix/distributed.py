@@ -159,6 +159,16 @@ class DistributedCSR:
         """The local part of the diagonal."""
         return self.local.to_scipy().diagonal()
 
+    def norm_inf(self):
+        """max_i sum_j |a_ij| (bounds the 2-norm of a symmetric matrix).  Collective."""
+        sums = np.zeros(self.partition.nlocal)
+        np.add.at(sums, np.repeat(np.arange(self.partition.nlocal), np.diff(self.local.indptr.astype(np.int64))),
+                  np.abs(self.local.data))
+        np.add.at(sums, np.repeat(self.ghost_rows, np.diff(self.ghost.indptr.astype(np.int64))),
+                  np.abs(self.ghost.data))
+        from mpi4py import MPI
+        return self.comm.allreduce(float(sums.max(initial=0.0)), op=MPI.MAX)
+
     def local_block(self):
         """The block of this rank's rows and columns, as scipy CSR (block Jacobi)."""
         return self.local.to_scipy()

@@ -1,0 +1,263 @@
+"""Code generation: a Schedule becomes a solver on the runtime.
+
+The generated solver is Python source that reads like the schedule it comes from (print
+``solver.source``), plus one Numba kernel per reduction point: the fused update of that
+segment with the local dot products of the next reduction, in one pass over memory.
+"""
+import numpy as np
+
+from ..kernels.compile import compile_source
+from ..solvers.result import Breakdown
+from .passes import Img
+
+__all__ = ["generate"]
+
+
+def _storage(img):
+    return f"{img.word}{img.version.name}"
+
+
+def _resolve(version, word):
+    while version.kind == "apply":
+        word, version = word + version.word, version.arg
+    return Img(version, word)
+
+
+class _Segment:
+    """The fused update kernel of one segment."""
+
+    def __init__(self, sched, k, extra_pairs=()):
+        aux = sched.reductions.auxiliaries
+        sym = aux.symbolic
+        self.k = k
+        K = len(sym.segments)
+        late = [img for seg, img in aux.late if seg == k]
+        new = [img for img in aux.maintained if img.version.segment == k]
+        nxt = (k + 1) % K
+        self.pairs = list(sched.reductions.pairs[nxt]) + list(extra_pairs if nxt == 0 else ())
+        end = sym.current[k + 1] if k + 1 < K else {s: sym.final[s] for s in sym.method.state}
+        loads, stores, scalars, lines = [], [], [], []
+        computed = {}
+
+        def ref(img):
+            img = _resolve(*img)
+            if img in computed:
+                return computed[img]
+            name = _storage(img)
+            if name not in loads:
+                loads.append(name)
+            return f"{name}_o"
+
+        def combination(version, word):
+            parts = []
+            for c, t in version.terms:
+                r = ref(_resolve(t, word))
+                for sign, factor in c.monomials():
+                    for s in factor.split("*") if factor else []:
+                        if not s[0].isdigit() and s not in scalars:
+                            scalars.append(s)
+                    parts.append(f"{sign} {factor + '*' if factor else ''}{r}")
+            text = " ".join(parts) or "0.0"
+            return text[2:] if text.startswith("+ ") else text
+
+        # late images first (they read only older, stored vectors), then the new versions
+        for img in sorted(late, key=lambda i: len(i.word)):
+            local = f"{_storage(img)}_l{img.version.id}"
+            lines.append(f"{local} = {combination(img.version, img.word)}")
+            computed[img] = local
+        for img in new:
+            local = f"{_storage(img)}_n{img.version.id}"
+            lines.append(f"{local} = {combination(img.version, img.word)}")
+            computed[img] = local
+            if end.get(img.version.name) is img.version:
+                stores.append((_storage(img), local))
+        dots = []
+        for a, b in self.pairs:
+            dots.append(f"{self._dot_ref(a, end, computed, ref)} * {self._dot_ref(b, end, computed, ref)}")
+        self.arrays = list(dict.fromkeys(loads + [s for s, _ in stores]))
+        self.scalars = scalars
+        body = [f"def fused({', '.join(self.arrays)}, coef, out):"]
+        body += [f"    {s} = coef[{j}]" for j, s in enumerate(scalars)]
+        body += [f"    d{j} = 0.0" for j in range(len(dots))]
+        body.append(f"    for i in range({self.arrays[0]}.shape[0]):")
+        body += [f"        {n}_o = {n}[i]" for n in loads]
+        body += [f"        {line}" for line in lines]
+        body += [f"        {n}[i] = {local}" for n, local in stores]
+        body += [f"        d{j} += {d}" for j, d in enumerate(dots)]
+        body += [f"    out[{j}] = d{j}" for j in range(len(dots))]
+        self.source = "\n".join(body) + "\n"
+        signature = "void(" + ", ".join(["float64[::1]"] * (len(self.arrays) + 2)) + ")"
+        self.kernel = compile_source(self.source, "fused", [signature])
+        self.coef = np.zeros(max(1, len(scalars)))
+        self.out = np.zeros(max(1, len(dots)))
+        self.ndots = len(dots)
+
+    @staticmethod
+    def _dot_ref(img, end, computed, ref):
+        current = end.get(img.version.name)
+        target = Img(current, img.word) if current is not None and current.kind != "start" else img
+        return computed.get(target) or ref(img)
+
+    def __call__(self, vec, scal):
+        for j, s in enumerate(self.scalars):
+            self.coef[j] = scal[s]
+        self.kernel(*[vec[n] for n in self.arrays], self.coef, self.out)
+        return self.out[:self.ndots].copy()
+
+
+class GeneratedSolver:
+    """The solver loop for one schedule; call it with a SolverRun."""
+
+    def __init__(self, sched):
+        self.schedule = sched
+        aux = sched.reductions.auxiliaries
+        self.sym = sym = aux.symbolic
+        self.method = sym.method
+        automatic = bool(sched.replacement.get("automatic"))
+        x = Img(sym.final[self.method.solution], "")
+        self.extra_pairs = [(x, x)] if automatic else []
+        self.segments = [_Segment(sched, k, self.extra_pairs) for k in range(len(sym.segments))]
+        finals = {id(v) for v in sym.final.values()}
+        seeded = [img for seg, img in aux.direct if id(img.version) in finals and seg > img.version.segment]
+        starts = {img for img in aux.maintained if img.word and id(img.version) in finals} | set(seeded)
+        for img in list(starts):  # a chain of applications needs every link
+            while img.word:
+                starts.add(img)
+                img = img.parent
+        self.start_images = sorted(starts, key=lambda i: len(i.word))
+        names = {_storage(img) for img in aux.maintained} | {_storage(img) for _, img in aux.direct}
+        names |= {_storage(img) for _, img in aux.late} | set(self.method.state)
+        names |= {_storage(img) for img in self.start_images}
+        names |= {_storage(i) for pairs in sched.reductions.pairs for p in pairs for i in p}
+        self.storage = sorted(names - set(self.method.constants))
+        self.source = self._describe()
+        # scalar expressions compiled once: eval of a code object costs a fraction of a string's
+        self.norm = compile(sched.reductions.norm, "<norm>", "eval")
+        self.steps = [[(st.name, compile(st.expression, st.name, "eval"),
+                        (compile(ph.checks[st.name][0], "<check>", "eval"), *ph.checks[st.name])
+                        if st.name in ph.checks else None) for st in ph.scalars]
+                      for ph in sched.phases]
+
+    def _describe(self):
+        out = [f"# generated from: {self.method.title}", str(self.schedule), ""]
+        for seg in self.segments:
+            out.append(f"# fused kernel of segment {seg.k}:")
+            out.append(seg.source)
+        return "\n".join(out)
+
+    # -------------------------------------------------------------- running
+    def __call__(self, run):
+        method, sym, sched = self.method, self.sym, self.schedule
+        A, red = run.A, run.reduction
+        nlocal = len(run.b)
+        vec = {name: np.zeros(nlocal) for name in self.storage}
+        vec["x"] = run.x
+        vec["b"] = run.b
+        scal = {}
+        self._startup(run, vec, scal)
+        local = self._first_dots(vec)
+        replacement = sched.replacement
+        eps = np.finfo(float).eps
+        norm_a = A.norm_inf() if replacement.get("automatic") else 0.0
+        drift = drift_init = None
+        rnorm_prev = None
+        run.replacements = 0
+        K = len(self.segments)
+        for iteration in range(run.maxiter + 1):
+            for k in range(K):
+                pending = red.start(local, f"reduction {k}")
+                with red.work("overlap"):
+                    for img in sched.phases[k].overlap:
+                        self._apply(run, img.word[0], vec[_storage(img.parent)], vec[_storage(img)], red)
+                d = pending.wait()
+                scal["d"] = d
+                if k == 0:
+                    rnorm = float(np.sqrt(max(eval(self.norm, {}, scal), 0.0)))
+                    if run.converged(iteration, rnorm):
+                        return vec["x"], iteration, run.stop_reason()
+                    if iteration == run.maxiter:
+                        return vec["x"], iteration, "diverged_its"
+                    if replacement.get("automatic"):
+                        xnorm = float(np.sqrt(max(d[-1], 0.0)))
+                        step = eps * (norm_a * xnorm + rnorm)
+                        if drift is None:
+                            drift = drift_init = step
+                        drift_prev, drift = drift, drift + step
+                        replace_now = (drift_prev <= np.sqrt(eps) * (rnorm_prev or rnorm) and
+                                       drift > np.sqrt(eps) * rnorm and drift > 1.1 * drift_init)
+                        rnorm_prev = rnorm
+                    else:
+                        replace_now = False
+                for name, expression, check in self.steps[k]:
+                    try:
+                        scal[name] = eval(expression, {}, scal)
+                    except ZeroDivisionError:
+                        scal[name] = np.nan
+                    if check is not None and not eval(check[0], {}, scal):
+                        raise Breakdown(check[2], f"p-{method.name}: {check[1]} fails "
+                                                  f"({name} = {scal[name]:.3e})")
+                if k == K - 1:
+                    for a, b in sched.carried.items():
+                        scal[a] = scal[b]
+                local = self.segments[k](vec, scal)
+            run.iterations = iteration + 1
+            every = replacement.get("every")
+            if replace_now or (every and (iteration + 1) % every == 0):
+                self._replace(run, vec)
+                local = self._first_dots(vec)
+                run.replacements += 1
+                if replacement.get("automatic"):
+                    rr = red.allreduce([vec[method.residual] @ vec[method.residual],
+                                        vec["x"] @ vec["x"]], "replacement norms")
+                    drift = drift_init = eps * (norm_a * np.sqrt(rr[1]) + np.sqrt(rr[0]))
+            run.iterated(vec["x"])
+        return vec["x"], run.maxiter, "diverged_its"
+
+    @staticmethod
+    def _apply(run, op, src, dst, red=None):
+        if op == "A":
+            run.A.matvec(src, dst, progress=red.progress if red is not None and red.pending else None)
+        else:
+            run.precondition(src, dst)
+
+    def _startup(self, run, vec, scal):
+        """The base method's start-up statements, then the images at point 0."""
+        for st in self.method.parsed_startup:
+            if st.kind == "apply":
+                value = vec[st.source]
+                for op in reversed(st.word):
+                    out = np.empty_like(value)
+                    self._apply(run, op, value, out)
+                    value = out
+                vec[st.target] = value
+            elif st.kind == "zero":
+                vec.setdefault(st.target, np.zeros(len(run.b)))[:] = 0.0
+            elif st.kind == "lincomb":
+                value = sum(float(c.terms.get((), 0)) * vec[v] if not c.symbols() else
+                            eval(str(c), {}, scal) * vec[v] for c, v in st.terms)
+                vec.setdefault(st.target, np.zeros(len(run.b)))[:] = value
+            elif st.kind == "scalar":
+                scal[st.target] = eval(st.expression, {}, scal)
+            elif st.kind == "dot":
+                scal[st.target] = run.reduction.allreduce([vec[st.pair[0]] @ vec[st.pair[1]]], st.target)[0]
+        self._images(run, vec)
+
+    def _images(self, run, vec):
+        for img in self.start_images:
+            self._apply(run, img.word[0], vec[_storage(img.parent)], vec[_storage(img)])
+
+    def _replace(self, run, vec):
+        """Residual replacement: the residual and every image from their definitions."""
+        m = self.method
+        run.A.matvec(vec[m.solution], vec[m.residual])
+        vec[m.residual][:] = vec["b"] - vec[m.residual]
+        self._images(run, vec)
+
+    def _first_dots(self, vec):
+        pairs = list(self.schedule.reductions.pairs[0]) + self.extra_pairs
+        return np.array([vec[_storage(a)] @ vec[_storage(b)] for a, b in pairs])
+
+
+def generate(sched):
+    """The solver function for a schedule: ``solve(run) -> (x, iterations, reason)``."""
+    return GeneratedSolver(sched)
