@@ -102,7 +102,7 @@ def demo_command(args):
 def derive_command(args):
     from . import derive as dv
     method = dv.BASE_METHODS[args.method]
-    sched = dv.derive(method, args.depth, args.replace_every, not args.no_replacement)
+    sched = dv.derive(method, args.depth, args.replace_every, args.replace)
     if args.passes:
         aux = sched.reductions.auxiliaries
         print(f"== base method\n{method}\n\n== symbolic iteration\n{aux.symbolic}\n\n"
@@ -111,7 +111,7 @@ def derive_command(args):
     if args.code:
         print()
         print(dv.pipelined(method, args.depth, replace_every=args.replace_every,
-                           replace_automatic=not args.no_replacement, check=False).source)
+                           replace_automatic=args.replace, check=False).source)
     return 0
 
 
@@ -133,12 +133,12 @@ def main(argv=None):
     solve.add_argument("--json", action="store_true", help="print one JSON record (rank 0)")
     solve.set_defaults(run=solve_command)
     derive = sub.add_parser("derive", help="print a derived pipelined method")
-    derive.add_argument("method", choices=["cg", "cr", "bicgstab", "cgs"])
+    derive.add_argument("method", choices=["cg", "cg-hs", "cr", "bicgstab", "cgs"])
     derive.add_argument("--depth", type=int, default=1)
     derive.add_argument("--passes", action="store_true", help="also print every intermediate form")
     derive.add_argument("--code", action="store_true", help="also print the generated kernels")
     derive.add_argument("--replace-every", type=int, default=None, help="residual replacement period")
-    derive.add_argument("--no-replacement", action="store_true", help="no automatic residual replacement")
+    derive.add_argument("--replace", action="store_true", help="automatic residual replacement")
     derive.set_defaults(run=derive_command)
     demo = sub.add_parser("demo", help="the main job: compare methods at 1 and 2 ranks")
     demo.add_argument("--problem", default="poisson2d:200")

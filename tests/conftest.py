@@ -39,7 +39,7 @@ _AGREE = WORLD.Dup() if SIZE > 1 else None
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    if RANK > 0:
+    if RANK > 0 and not os.environ.get("PIPEKRYLOV_TEST_ALL_RANKS"):  # set it to debug
         sys.stdout = open(os.devnull, "w")
 
 

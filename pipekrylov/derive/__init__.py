@@ -38,7 +38,7 @@ def _method(method):
 
 
 @functools.lru_cache(maxsize=None)
-def derive(method, depth=1, replace_every=None, replace_automatic=True):
+def derive(method, depth=1, replace_every=None, replace_automatic=False):
     """The pipelined schedule of a base method (cached).  Pure; no MPI.
 
     Parameters
@@ -63,7 +63,7 @@ def _generated(sched):
     return generate(sched)
 
 
-def pipelined(method, depth=1, *, replace_every=None, replace_automatic=True, check=True):
+def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, check=True):
     """The derived pipelined solver for ``method``, with the classic solvers' signature.
 
     ``solver(A, b, x0=None, *, rtol, atol, maxiter, M, callback, comm, monitor, latency)``
@@ -82,6 +82,7 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=True, ch
         from ..solvers.common import SolverRun
         run = SolverRun(f"p-{method.name}", A, b, x0, rtol, atol, maxiter, M, callback, comm,
                         monitor, latency)
+        _same_on_every_rank(run.comm, generated.source)
         result = run.run(generated)
         result.replacements = getattr(run, "replacements", 0)
         return result
@@ -93,6 +94,17 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=True, ch
     solver.source = generated.source
     solver.method = method
     return solver
+
+
+def _same_on_every_rank(comm, source):
+    """Each rank derives on its own: make sure they derived the same thing.  Collective."""
+    import hashlib
+    from ..parallel import raise_on_any
+    digest = hashlib.sha256(source.encode()).hexdigest()
+    error = None
+    if comm.Get_size() > 1 and len(set(comm.allgather(digest))) > 1:
+        error = DerivationError("ranks derived different pipelined methods (a nondeterministic pass?)")
+    raise_on_any(comm, error)
 
 
 @functools.lru_cache(maxsize=None)
@@ -111,7 +123,7 @@ def verify(method, depth=1, n=40, iterations=12, tolerance=1e-8):
     method = _method(method)
     rng = np.random.default_rng(7)
     B = sp.random(n, n, density=0.2, random_state=rng, data_rvs=rng.standard_normal)
-    symmetric = method.name in ("cg", "cr")
+    symmetric = method.name in ("cg", "cg-hs", "cr")
     A = (B @ B.T if symmetric else B) + sp.diags(rng.uniform(2 * np.sqrt(n), 3 * np.sqrt(n), n))
     A = sp.csr_matrix(A)
     b = rng.standard_normal(n)

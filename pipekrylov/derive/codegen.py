@@ -12,6 +12,8 @@ from .passes import Img
 
 __all__ = ["generate"]
 
+CHECK_EVERY = 25  # iterations between two measurements of the residual drift
+
 
 def _storage(img):
     return f"{img.word}{img.version.name}"
@@ -113,9 +115,7 @@ class GeneratedSolver:
         aux = sched.reductions.auxiliaries
         self.sym = sym = aux.symbolic
         self.method = sym.method
-        automatic = bool(sched.replacement.get("automatic"))
-        x = Img(sym.final[self.method.solution], "")
-        self.extra_pairs = [(x, x)] if automatic else []
+        self.extra_pairs = []
         self.segments = [_Segment(sched, k, self.extra_pairs) for k in range(len(sym.segments))]
         finals = {id(v) for v in sym.final.values()}
         seeded = [img for seg, img in aux.direct if id(img.version) in finals and seg > img.version.segment]
@@ -124,7 +124,9 @@ class GeneratedSolver:
             while img.word:
                 starts.add(img)
                 img = img.parent
-        self.start_images = sorted(starts, key=lambda i: len(i.word))
+        # Every rank must apply the operators in the same order (each application is a
+        # halo exchange with the neighbours): sort on something the same in every process.
+        self.start_images = sorted(starts, key=lambda i: (len(i.word), i.version.id, i.word))
         names = {_storage(img) for img in aux.maintained} | {_storage(img) for _, img in aux.direct}
         names |= {_storage(img) for _, img in aux.late} | set(self.method.state)
         names |= {_storage(img) for img in self.start_images}
@@ -147,8 +149,8 @@ class GeneratedSolver:
 
     # -------------------------------------------------------------- running
     def __call__(self, run):
-        method, sym, sched = self.method, self.sym, self.schedule
-        A, red = run.A, run.reduction
+        method, sched = self.method, self.schedule
+        red = run.reduction
         nlocal = len(run.b)
         vec = {name: np.zeros(nlocal) for name in self.storage}
         vec["x"] = run.x
@@ -156,11 +158,8 @@ class GeneratedSolver:
         scal = {}
         self._startup(run, vec, scal)
         local = self._first_dots(vec)
-        replacement = sched.replacement
-        eps = np.finfo(float).eps
-        norm_a = A.norm_inf() if replacement.get("automatic") else 0.0
-        drift = drift_init = None
-        rnorm_prev = None
+        every = sched.replacement.get("every")
+        check = CHECK_EVERY if sched.replacement.get("automatic") else None
         run.replacements = 0
         K = len(self.segments)
         for iteration in range(run.maxiter + 1):
@@ -169,49 +168,57 @@ class GeneratedSolver:
                 with red.work("overlap"):
                     for img in sched.phases[k].overlap:
                         self._apply(run, img.word[0], vec[_storage(img.parent)], vec[_storage(img)], red)
-                d = pending.wait()
-                scal["d"] = d
+                scal["d"] = pending.wait()
                 if k == 0:
                     rnorm = float(np.sqrt(max(eval(self.norm, {}, scal), 0.0)))
-                    if run.converged(iteration, rnorm):
+                    if run.converged(iteration, rnorm) and not (check and self._drifted(run, vec)):
                         return vec["x"], iteration, run.stop_reason()
                     if iteration == run.maxiter:
                         return vec["x"], iteration, "diverged_its"
-                    if replacement.get("automatic"):
-                        xnorm = float(np.sqrt(max(d[-1], 0.0)))
-                        step = eps * (norm_a * xnorm + rnorm)
-                        if drift is None:
-                            drift = drift_init = step
-                        drift_prev, drift = drift, drift + step
-                        replace_now = (drift_prev <= np.sqrt(eps) * (rnorm_prev or rnorm) and
-                                       drift > np.sqrt(eps) * rnorm and drift > 1.1 * drift_init)
-                        rnorm_prev = rnorm
-                    else:
-                        replace_now = False
-                for name, expression, check in self.steps[k]:
+                for name, expression, test in self.steps[k]:
                     try:
                         scal[name] = eval(expression, {}, scal)
                     except ZeroDivisionError:
                         scal[name] = np.nan
-                    if check is not None and not eval(check[0], {}, scal):
-                        raise Breakdown(check[2], f"p-{method.name}: {check[1]} fails "
-                                                  f"({name} = {scal[name]:.3e})")
+                    if test is not None and not eval(test[0], {}, scal):
+                        raise Breakdown(test[2], f"p-{method.name}: {test[1]} fails "
+                                                 f"({name} = {scal[name]:.3e})")
                 if k == K - 1:
                     for a, b in sched.carried.items():
                         scal[a] = scal[b]
                 local = self.segments[k](vec, scal)
             run.iterations = iteration + 1
-            every = replacement.get("every")
-            if replace_now or (every and (iteration + 1) % every == 0):
-                self._replace(run, vec)
-                local = self._first_dots(vec)
-                run.replacements += 1
-                if replacement.get("automatic"):
-                    rr = red.allreduce([vec[method.residual] @ vec[method.residual],
-                                        vec["x"] @ vec["x"]], "replacement norms")
-                    drift = drift_init = eps * (norm_a * np.sqrt(rr[1]) + np.sqrt(rr[0]))
+            if (every and run.iterations % every == 0) or \
+                    (check and run.iterations % check == 0 and self._drifted(run, vec)):
+                local = self._replace(run, vec)
             run.iterated(vec["x"])
         return vec["x"], run.maxiter, "diverged_its"
+
+    def _drifted(self, run, vec):
+        """Has the recursive residual drifted from b - A x by more than sqrt(eps) ||b - A x||?
+
+        Measured, not estimated: one SpMV and one small reduction.  If so, the residual is
+        replaced at once (and the convergence test is made again by the next iteration).
+        """
+        m = self.method
+        true = vec["b"] - run.A.matvec(vec[m.solution])
+        gap = true - vec[m.residual]
+        gap2, true2 = run.reduction.allreduce([gap @ gap, true @ true], "drift check")
+        if gap2 > np.finfo(float).eps * true2:
+            self._replace(run, vec)
+            return True
+        return False
+
+    def _replace(self, run, vec):
+        """Residual replacement: the residual and every image from their definitions."""
+        m = self.method
+        run.A.matvec(vec[m.solution], vec[m.residual])
+        vec[m.residual][:] = vec["b"] - vec[m.residual]
+        for st in m.parsed_invariants:
+            self._apply(run, st.word, vec[st.source], vec[st.target])
+        self._images(run, vec)
+        run.replacements += 1
+        return self._first_dots(vec)
 
     @staticmethod
     def _apply(run, op, src, dst, red=None):
@@ -245,13 +252,6 @@ class GeneratedSolver:
     def _images(self, run, vec):
         for img in self.start_images:
             self._apply(run, img.word[0], vec[_storage(img.parent)], vec[_storage(img)])
-
-    def _replace(self, run, vec):
-        """Residual replacement: the residual and every image from their definitions."""
-        m = self.method
-        run.A.matvec(vec[m.solution], vec[m.residual])
-        vec[m.residual][:] = vec["b"] - vec[m.residual]
-        self._images(run, vec)
 
     def _first_dots(self, vec):
         pairs = list(self.schedule.reductions.pairs[0]) + self.extra_pairs

@@ -157,6 +157,10 @@ class Method:
         Vectors fixed during the iterations (``b``; a shadow residual ``r0``).
     checks : tuple of (condition, reason)
         Breakdown tests on scalars, made as soon as their scalars are known.
+    invariants : tuple of str
+        Operator statements that hold between state vectors in exact arithmetic
+        (``"s = A p"`` when ``s`` is kept by a recurrence); residual replacement restores
+        them after ``r = b - A x``.
     """
 
     name: str
@@ -168,6 +172,7 @@ class Method:
     solution: str = "x"
     constants: tuple = ("b",)
     checks: tuple = ()
+    invariants: tuple = ()
     parsed_startup: tuple = field(init=False, repr=False, compare=False)
     parsed_iteration: tuple = field(init=False, repr=False, compare=False)
 
@@ -189,6 +194,10 @@ class Method:
         object.__setattr__(self, "parsed_startup", tuple(parse_statement(s, vectors) for s in self.startup))
         object.__setattr__(self, "parsed_iteration", tuple(parse_statement(s, vectors) for s in self.iteration))
         object.__setattr__(self, "vectors", frozenset(vectors))
+        parsed = tuple(parse_statement(s, vectors) for s in self.invariants)
+        if any(p.kind != "apply" or p.target not in self.state for p in parsed):
+            raise ValueError(f"{self.name}: invariants must read 'state = A state' or 'state = M state'")
+        object.__setattr__(self, "parsed_invariants", parsed)
         for name in (self.residual, self.solution, *self.state):
             if name not in vectors:
                 raise ValueError(f"{self.name}: {name!r} is not a vector of the method")

@@ -1,12 +1,40 @@
 """The base methods, each written as in the textbook (compare line by line)."""
 from .method import Method
 
-__all__ = ["CG", "CR", "BICGSTAB", "CGS", "BASE_METHODS"]
+__all__ = ["CG", "CG_HS", "CR", "BICGSTAB", "CGS", "BASE_METHODS"]
 
-# Preconditioned CG (Hestenes & Stiefel 1952; Saad, Iterative Methods, Alg. 9.1), in
-# scipy's order: the residual is tested at the top of each iteration.
+# Preconditioned CG in the Chronopoulos & Gear (1989) form: the two dot products of an
+# iteration, (r, u) and (A u, u), taken together, and (p, A p) from the recurrence
+# (p, Ap) = (Au, u) - beta * gamma / alpha_old (Saad, Iterative Methods, sec. 6.7).
+# This is the form Ghysels & Vanroose (2014) pipeline: the derivation gives their p-CG.
 CG = Method(
-    name="cg", title="Preconditioned Conjugate Gradients",
+    name="cg", title="Preconditioned Conjugate Gradients (Chronopoulos-Gear form)",
+    state=("x", "r", "p", "s"),
+    startup=("Ax = A x", "r = b - Ax", "p = 0", "s = 0", "gamma_old = float('inf')", "alpha_old = 1"),
+    iteration=(
+        "u = M r",
+        "w = A u",
+        "gamma = (r, u)",
+        "delta = (w, u)",
+        "beta = gamma / gamma_old",
+        "alpha = gamma / (delta - beta * gamma / alpha_old)",
+        "p = u + beta*p",
+        "s = w + beta*s",
+        "x = x + alpha*p",
+        "r = r - alpha*s",
+        "gamma_old = gamma",
+        "alpha_old = alpha",
+    ),
+    checks=(("gamma >= 0", "diverged_indefinite_pc"), ("alpha > 0", "diverged_indefinite_mat")),
+    invariants=("s = A p",),
+)
+
+# Preconditioned CG as Hestenes & Stiefel (1952) wrote it and scipy runs it (Saad, Alg.
+# 9.1).  Its pipelined variant comes from expanding (p, A p) by bilinearity: six dot
+# products in the one reduction instead of three, and less stable on ill-conditioned
+# matrices than the Chronopoulos-Gear form (docs/derivation.md has the figures).
+CG_HS = Method(
+    name="cg-hs", title="Preconditioned Conjugate Gradients (Hestenes-Stiefel form)",
     state=("x", "r", "p"),
     startup=("Ax = A x", "r = b - Ax", "p = 0", "gamma_old = 1"),
     iteration=(
@@ -24,29 +52,32 @@ CG = Method(
     checks=(("gamma >= 0", "diverged_indefinite_pc"), ("delta > 0", "diverged_indefinite_mat")),
 )
 
-# Preconditioned Conjugate Residuals (Saad, Iterative Methods, Alg. 6.20 with M; the base
-# of Ghysels & Vanroose's p-CR): u = M r and s = A p kept by recurrences, so each
-# iteration applies A once (w = A u) and M once (q = M s).
+# Preconditioned Conjugate Residuals in the same form (Ghysels & Vanroose's base for
+# p-CR): u = M r, s = A p and q = M s by recurrences; each iteration applies A once
+# (w = A u) and M once (m = M w).
 CR = Method(
     name="cr", title="Preconditioned Conjugate Residuals",
-    state=("x", "r", "u", "p", "s"),
-    startup=("Ax = A x", "r = b - Ax", "u = M r", "p = 0", "s = 0", "gamma_old = 1"),
+    state=("x", "r", "u", "p", "s", "q"),
+    startup=("Ax = A x", "r = b - Ax", "u = M r", "p = 0", "s = 0", "q = 0",
+             "gamma_old = float('inf')", "alpha_old = 1"),
     iteration=(
         "w = A u",
+        "m = M w",
         "gamma = (u, w)",
+        "delta = (m, w)",
         "beta = gamma / gamma_old",
+        "alpha = gamma / (delta - beta * gamma / alpha_old)",
         "p = u + beta*p",
         "s = w + beta*s",
-        "q = M s",
-        "delta = (s, q)",
-        "alpha = gamma / delta",
+        "q = m + beta*q",
         "x = x + alpha*p",
         "r = r - alpha*s",
         "u = u - alpha*q",
         "gamma_old = gamma",
+        "alpha_old = alpha",
     ),
-    residual="r",
-    checks=(("gamma != 0", "diverged_breakdown"), ("delta > 0", "diverged_indefinite_pc")),
+    checks=(("gamma != 0", "diverged_breakdown"), ("alpha > 0", "diverged_indefinite_pc")),
+    invariants=("u = M r", "s = A p", "q = M s"),
 )
 
 # Right-preconditioned BiCGStab (van der Vorst 1992; Saad, Alg. 7.7), as scipy writes it.
@@ -103,4 +134,4 @@ CGS = Method(
     checks=(("rho != 0", "diverged_breakdown_bicg"), ("r0v != 0", "diverged_breakdown")),
 )
 
-BASE_METHODS = {m.name: m for m in (CG, CR, BICGSTAB, CGS)}
+BASE_METHODS = {m.name: m for m in (CG, CG_HS, CR, BICGSTAB, CGS)}

@@ -311,8 +311,8 @@ def _closure(sym, cap, dot_imgs, trace=None):
         return state
     if state is None:
         return None
-    seed = {(j, img) for j, img in state if img.version is sym.final.get(img.version.name)
-            and j > img.version.segment}
+    seed = sorted({(j, img) for j, img in state if img.version is sym.final.get(img.version.name)
+                   and j > img.version.segment})  # sorted: the same search in every process
     state = _closure_once(sym, cap, dot_imgs, trace, seed)
     return state if isinstance(state, dict) else None
 
@@ -331,6 +331,8 @@ def _closure_once(sym, cap, dot_imgs, trace=None, seed=()):
     * direct: one operator applied, during the segment's reduction, to an image available
       at its point; counts against the base method's applications in that segment.
     """
+    # sets are only searched, never iterated: the result must not depend on hash order,
+    # which differs between processes (every rank derives the same method on its own)
     state = {"maintained": set(), "late": set(), "direct": set(seed)}
 
     def created(version):
@@ -539,7 +541,7 @@ def schedule(red):
         phases.append(Phase(k, red.pairs[k], [img for seg, img in aux.direct if seg == k], red.scalars[k],
                             {n: checks[n] for n in checks if any(s.name == n for s in red.scalars[k])}, updates))
     start = [img for img in aux.maintained if img.word and any(img.version is sym.final[s] for s in method.state)]
-    start = sorted(start, key=lambda i: len(i.word))
+    start = sorted(start, key=lambda i: (len(i.word), i.version.id, i.word))
     return Schedule(method, red, phases, start, sym.carried)
 
 
@@ -570,19 +572,27 @@ def _checks(method, scalars):
 def residual_replacement(sched, every=None, automatic=True):
     """The schedule with residual replacement (a new schedule; ``sched`` is unchanged).
 
+    Replacing recomputes ``r = b - A x`` and every maintained image of the state from its
+    definition (as PETSc's pipecgrr does for r, u, w, s, q, z).
+
     every : int or None
         Replace every ``every`` iterations.
     automatic : bool
-        Replace when the drift estimate d_i = d_{i-1} + eps (||A|| ||x_i|| + ||r_i||)
-        crosses sqrt(eps) ||r_i|| having been below it (van der Vorst & Ye 2000).
+        Replace when the drift between the recursive residual and ``b - A x`` exceeds
+        sqrt(eps) ||b - A x|| (the threshold of van der Vorst & Ye 2000 and Cools et al.
+        2018).  The drift is measured every 25 iterations and when the recursive residual
+        says converged (one SpMV and one small reduction each time), rather than bounded
+        a priori: the a-priori bounds miss the amplification of rounding errors through
+        the auxiliary recurrences of a pipelined method.
     """
     if not every and not automatic:
         return sched
     m = sched.method
     when = " or ".join(filter(None, [f"every {every} iterations" if every else "",
-                                     "when d += eps (||A|| ||x|| + ||r||) crosses sqrt(eps) ||r||"
-                                     if automatic else ""]))
-    description = (f"{when}: {m.residual} = b - A {m.solution}, then " +
+                                     "when the measured drift ||b - A x - r|| exceeds sqrt(eps) ||b - A x|| "
+                                     "(checked every 25 iterations and at convergence)" if automatic else ""]))
+    description = (f"{when}: {m.residual} = b - A {m.solution}, " +
+                   "".join(f"{st}, " for st in m.invariants) + "then " +
                    ", ".join(f"{img.name} = {img.word[0]} {img.parent.name}" for img in sched.start))
     return replace(sched, replacement={"every": every, "automatic": automatic, "description": description})
 

@@ -1,0 +1,272 @@
+"""The derivation framework: passes, generated solvers against their base methods,
+the published p-CG, PETSc's pipelined KSPs, the schedule in the trace, residual replacement."""
+import dataclasses
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import pipekrylov as pk
+from pipekrylov import derive as dv
+from pipekrylov.derive.interpret import run_base
+from pipekrylov.matrix import generators
+from helpers import load, reference_stencil, rel
+
+BASES = ["cg", "cg-hs", "cr", "bicgstab", "cgs"]
+
+
+# ---------------------------------------------------------------- the passes
+@pytest.mark.parametrize("name", BASES)
+def test_every_form_prints_and_the_budget_is_kept(name):
+    sched = dv.derive(name)
+    aux = sched.reductions.auxiliaries
+    for form in (aux.symbolic, aux, sched.reductions, sched):
+        assert str(form)
+    # per segment, the overlapped applications are exactly the base method's
+    for k, phase in enumerate(sched.phases):
+        used = sorted(img.word[0] for img in phase.overlap)
+        assert used == sorted(op for op, n in aux.symbolic.budget[k].items() for _ in range(n))
+    text = str(sched)
+    assert "# from:" in text and "start reduction 0" in text
+
+
+def test_cg_derivation_is_ghysels_vanroose():
+    """p-CG: one reduction of (r,r), (r,u), (w,u); m = M w and n = A m overlap it; the
+    update is GV's z = n + beta z, q = m + beta q, s = w + beta s, p = u + beta p,
+    x += alpha p, r -= alpha s, u -= alpha q, w -= alpha z."""
+    sched = dv.derive("cg")
+    assert len(sched.phases) == 1
+    pairs = {(a.name, b.name) for a, b in sched.phases[0].pairs}
+    assert pairs == {("r", "r"), ("r", "Mr"), ("AMr", "Mr")}
+    assert [img.name for img in sched.phases[0].overlap] == ["MAMr", "AMAMr"]
+    updates = {img.name: {i.name for i in value} for img, value, _, _ in sched.phases[0].updates}
+    assert updates == {"p": {"Mr", "p"}, "s": {"AMr", "s"}, "Ms": {"MAMr", "Ms"}, "AMs": {"AMAMr", "AMs"},
+                       "x": {"x", "p"}, "r": {"r", "s"}, "Mr": {"Mr", "Ms"}, "AMr": {"AMr", "AMs"}}
+
+
+def test_bicgstab_needs_two_reductions_cg_one():
+    assert len(dv.derive("bicgstab").phases) == 2
+    assert len(dv.derive("cgs").phases) == 2
+    assert len(dv.derive("cr").phases) == 1
+
+
+def test_cli_prints_the_derived_algorithm():
+    out = subprocess.run([sys.executable, "-m", "pipekrylov", "derive", "cg", "--depth", "1", "--passes"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "AMAMr = A MAMr   # overlaps reduction 0" in out
+    assert "p = Mr + beta*p   # from: p = u + beta*p" in out
+    assert "== auxiliary vectors" in out
+
+
+def test_a_method_written_by_a_user():
+    """A method the library does not ship: the minimal residual iteration."""
+    mr = dv.Method(name="mr", title="Minimal residual iteration", state=("x", "r"),
+                   startup=("Ax = A x", "r = b - Ax"),
+                   iteration=("w = A r", "rw = (r, w)", "ww = (w, w)", "alpha = rw / ww",
+                              "x = x + alpha*r", "r = r - alpha*w"),
+                   checks=(("ww > 0", "diverged_breakdown"),))
+    solver = pk.pipelined(mr)           # verified on acceptance
+    A = reference_stencil("convection_diffusion2d", 12)
+    b = A @ np.ones(A.shape[0])
+    res = solver(A, b, rtol=1e-6, maxiter=2000)
+    base = run_base(mr, A, b, iterations=20)
+    assert res.info == 0 and rel(A @ res.x, b) < 1e-5
+    assert np.allclose(res.residual_norms[:20], base[:20], rtol=1e-8)
+
+
+def test_a_wrong_derivation_is_rejected(monkeypatch):
+    sched = dv.derive("cg")
+    phase = sched.phases[0]
+    broken = [dataclasses.replace(s, expression=s.expression.replace("beta * gamma", "2 * beta * gamma"))
+              for s in phase.scalars]
+    bad = dataclasses.replace(sched, phases=[dataclasses.replace(phase, scalars=broken)])
+    monkeypatch.setattr(dv, "derive", lambda *a, **k: bad)
+    dv.verify.cache_clear()
+    try:
+        with pytest.raises(dv.DerivationError):
+            dv.verify("cg")
+    finally:
+        dv.verify.cache_clear()
+
+
+@pytest.mark.parametrize("line,message", [
+    ("p = u * r", "product of two vectors"),
+    ("p = u + (gamma / 2)*r", "products of scalars"),
+    ("p = ", "cannot parse"),
+    ("v = A q", "not a vector"),
+])
+def test_bad_descriptions_are_clear_errors(line, message):
+    with pytest.raises(ValueError, match=message):
+        dv.Method(name="bad", title="bad", state=("x", "r"), startup=("Ax = A x", "r = b - Ax"),
+                  iteration=("u = M r", "gamma = (r, u)", line, "x = x + r"))
+
+
+# ---------------------------------------------------------------- against the base methods
+SYMMETRIC = {"poisson2d": 24, "poisson3d": 9, "anisotropic2d": 20}
+NONSYMMETRIC = {"convection_diffusion2d": 24}
+CLASSIC = {"cg": pk.cg, "cg-hs": pk.cg, "cr": pk.cr, "bicgstab": pk.bicgstab}
+# real matrices each base method solves to 1e-8 in few enough iterations that rounding
+# does not decide the count (the ill-conditioned ones are in test_attainable_accuracy)
+MATRICES = {"cg": ["nos4", "gr_30_30"], "cg-hs": ["nos4", "gr_30_30"], "cr": ["nos4", "gr_30_30"],
+            "bicgstab": ["gr_30_30", "cage9"], "cgs": ["cage9"]}
+# CGS squares the BiCG polynomial and with it the rounding errors: on the nonsymmetric
+# generator its count moves by 8% between two orderings of the same sums, so it is
+# checked on the generators where it is not erratic
+GENERATED_FOR = {"cg": list(SYMMETRIC), "cg-hs": list(SYMMETRIC), "cr": list(SYMMETRIC),
+                 "bicgstab": list(NONSYMMETRIC) + ["poisson2d"], "cgs": ["poisson2d", "anisotropic2d"]}
+CASES = [(m, p) for m in BASES for p in GENERATED_FOR[m] + MATRICES[m]]
+
+
+def problem(comm, name):
+    if name in SYMMETRIC or name in NONSYMMETRIC:
+        n = {**SYMMETRIC, **NONSYMMETRIC}[name]
+        return getattr(generators, name)(comm, n), reference_stencil(name, n)
+    A = load(name)
+    return pk.DistributedCSR.from_scipy(A, comm), A
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("method,name", CASES, ids=[f"{m}-{p}" for m, p in CASES])
+def test_derived_reproduces_its_base_method(comm, method, name):
+    D, A = problem(comm, name)
+    b = D.scatter(A @ np.ones(A.shape[0]))
+    derived = pk.pipelined(method)(D, b, rtol=1e-8, maxiter=5000, M="jacobi")
+    if method in CLASSIC:
+        base = CLASSIC[method](D, b, rtol=1e-8, maxiter=5000, M="jacobi")
+        base_norms, base_its = base.residual_norms, base.iterations
+    else:
+        dinv = 1.0 / A.diagonal()
+        base_norms = run_base(dv.BASE_METHODS[method], A, A @ np.ones(A.shape[0]), M=lambda v: dinv * v,
+                              iterations=derived.iterations + 5)
+        base_its = int(np.argmax(base_norms < 1e-8 * np.linalg.norm(A @ np.ones(A.shape[0]))))
+    assert derived.info == 0, derived.message
+    k = min(20, len(base_norms), len(derived.residual_norms))
+    assert np.allclose(derived.residual_norms[:k], base_norms[:k], rtol=1e-6), "first 20 iterations differ"
+    assert abs(derived.iterations - base_its) <= max(1, 0.05 * base_its)
+    assert rel(A @ D.gather(derived.x), A @ np.ones(A.shape[0])) < 1e-7
+
+
+# ---------------------------------------------------------------- the published p-CG
+def ghysels_vanroose_pcg(A, b, Minv, rtol, maxiter):
+    """Preconditioned pipelined CG as printed in Ghysels & Vanroose (2014), Alg. 4."""
+    x = np.zeros_like(b)
+    r = b - A @ x
+    u = Minv * r
+    w = A @ u
+    norms = []
+    z = q = s = p = np.zeros_like(b)
+    gamma_old = alpha_old = None
+    for i in range(maxiter + 1):
+        gamma, delta, rr = r @ u, w @ u, r @ r
+        norms.append(np.sqrt(rr))
+        if norms[-1] < rtol * np.linalg.norm(b):
+            break
+        m = Minv * w
+        n = A @ m
+        if i > 0:
+            beta = gamma / gamma_old
+            alpha = gamma / (delta - beta * gamma / alpha_old)
+        else:
+            beta, alpha = 0.0, gamma / delta
+        z = n + beta * z
+        q = m + beta * q
+        s = w + beta * s
+        p = u + beta * p
+        x = x + alpha * p
+        r = r - alpha * s
+        u = u - alpha * q
+        w = w - alpha * z
+        gamma_old, alpha_old = gamma, alpha
+    return x, np.array(norms)
+
+
+@pytest.mark.parametrize("name", ["poisson2d", "anisotropic2d", "nos4", "gr_30_30", "bcsstk01", "494_bus"])
+def test_derived_pcg_agrees_with_the_published_algorithm(name):
+    from mpi4py import MPI
+    D, A = problem(MPI.COMM_SELF, name)
+    b = A @ np.ones(A.shape[0])
+    _, oracle = ghysels_vanroose_pcg(A, b, 1.0 / A.diagonal(), 1e-8, 20000)
+    res = pk.pipelined("cg")(A, b, rtol=1e-8, maxiter=20000, M="jacobi", comm=MPI.COMM_SELF)
+    k = min(20, len(oracle))
+    assert np.allclose(res.residual_norms[:k], oracle[:k], rtol=1e-8)
+    assert abs(res.iterations - (len(oracle) - 1)) <= 0.05 * len(oracle)
+
+
+# ---------------------------------------------------------------- PETSc's pipelined KSPs
+def petsc_iterations(A, b, ksp_type, pc="none"):
+    from petsc4py import PETSc
+    M = PETSc.Mat().createAIJ(A.shape, csr=(A.indptr.astype(PETSc.IntType), A.indices.astype(PETSc.IntType),
+                                            A.data), comm=PETSc.COMM_SELF)
+    ksp = PETSc.KSP().create(PETSc.COMM_SELF)
+    ksp.setOperators(M)
+    ksp.setType(ksp_type)
+    ksp.getPC().setType(pc)
+    if ksp_type != "pipecr":  # pipecr only has the preconditioned norm
+        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+    ksp.setTolerances(rtol=1e-8, atol=0.0, max_it=20000)
+    bv, xv = M.createVecRight(), M.createVecRight()
+    bv.array[:] = b
+    ksp.solve(bv, xv)
+    assert ksp.getConvergedReason() > 0
+    return ksp.getIterationNumber()
+
+
+PETSC_CASES = [("cg", "pipecg", n) for n in ("poisson2d", "anisotropic2d", "nos4", "gr_30_30", "bcsstk01", "494_bus", "bcsstk15")] + \
+              [("cr", "pipecr", n) for n in ("poisson2d", "nos4", "gr_30_30", "494_bus", "1138_bus")] + \
+              [("bicgstab", "pipebcgs", n) for n in ("convection_diffusion2d", "gr_30_30", "cage9", "nos4")]
+
+
+@pytest.mark.parametrize("ours,theirs,name", PETSC_CASES, ids=[f"{t}-{n}" for _, t, n in PETSC_CASES])
+def test_iteration_counts_agree_with_petsc(ours, theirs, name):
+    from mpi4py import MPI
+    _, A = problem(MPI.COMM_SELF, name)
+    b = A @ np.ones(A.shape[0])
+    if theirs == "pipecr":  # PETSc's CR tests ||M r||: give ours the same test through an identity M
+        pytest.importorskip("petsc4py")
+    res = pk.pipelined(ours)(A, b, rtol=1e-8, maxiter=20000, comm=MPI.COMM_SELF)
+    its = petsc_iterations(A, b, theirs)
+    assert res.info == 0
+    assert abs(res.iterations - its) <= max(2, 0.05 * its), (res.iterations, its)
+
+
+# ---------------------------------------------------------------- the schedule in the trace
+@pytest.mark.mpi
+@pytest.mark.parametrize("method,reductions", [("cg", 1), ("bicgstab", 2)])
+def test_trace_one_iallreduce_per_phase_around_the_operators(comm, method, reductions):
+    name = "poisson2d" if method == "cg" else "convection_diffusion2d"
+    D, A = problem(comm, name)
+    res = pk.pipelined(method)(D, D.scatter(A @ np.ones(A.shape[0])), rtol=1e-6, latency=1e-3)
+    events = res.reductions.events
+    starts = [e for e in events if e.kind == "start" and e.label.startswith("reduction")]
+    # one per phase per iteration, plus the first phase of the iteration that stops
+    assert len(starts) == reductions * res.iterations + 1
+    by_id = {e.id: e for e in events if e.kind == "start"}
+    for work in (e for e in events if e.kind == "work" and e.label == "overlap"):
+        pending = [w for w in events if w.kind == "wait" and by_id[w.id].start <= work.start
+                   and w.start >= work.end]
+        assert pending, "an overlap span must lie between a start and its wait"
+    waits = [e for e in events if e.kind == "wait" and by_id[e.id].label.startswith("reduction")]
+    assert len(waits) == len(starts)
+
+
+# ---------------------------------------------------------------- attainable accuracy
+@pytest.mark.parametrize("method,name", [("cg", "494_bus"), ("bicgstab", "orsirr_1"), ("bicgstab", "1138_bus")])
+def test_attainable_accuracy_with_residual_replacement(method, name):
+    """Solve to rtol 1e-10 on ill-conditioned matrices: with replacement the derived
+    method's true residual is within 10x of the classic method's; without, the
+    recursive residual drifts and the true one is orders of magnitude worse.
+    (docs/derivation.md has the table, bcsstk15 and 1138_bus with CG included.)"""
+    from mpi4py import MPI
+    A = load(name)
+    b = A @ np.ones(A.shape[0])
+    classic_8 = getattr(pk, method)(A, b, rtol=1e-8, maxiter=30000, comm=MPI.COMM_SELF)
+    budget = 3 * classic_8.iterations
+    classic = getattr(pk, method)(A, b, rtol=1e-10, maxiter=budget, comm=MPI.COMM_SELF)
+    with_rr = pk.pipelined(method, replace_automatic=True)(A, b, rtol=1e-10, maxiter=budget, comm=MPI.COMM_SELF)
+    without = pk.pipelined(method)(A, b, rtol=1e-10, maxiter=budget, comm=MPI.COMM_SELF)
+    true = lambda x: np.linalg.norm(b - A @ x) / np.linalg.norm(b)  # noqa: E731
+    assert with_rr.replacements > 0
+    assert true(with_rr.x) <= 10 * true(classic.x), (true(with_rr.x), true(classic.x))
+    assert true(without.x) > 100 * true(classic.x)
