@@ -8,8 +8,9 @@ loop); our SpMV's effective bandwidth and its ratio to the triad; scipy's ``A @ 
 PETSc's MatMult on the same rows and their times relative to ours; and (serially) the
 column-index width variants that decided the kernels' index type.
 
-Bytes counted per SpMV: 8 + 4 per nonzero (value, uint32 column), 8 per row pointer,
-8 to read x and 8 to write y per row (no write-allocate, as for the triad's 24 B).
+Bytes counted per SpMV: 8 + 4 per nonzero (value, uint32 column), 4 per row pointer
+(uint32, as PETSc's 32-bit PetscInt), 8 to read x and 8 to write y per row (no
+write-allocate, as for the triad's 24 B).
 """
 import argparse
 
@@ -31,7 +32,7 @@ def main():
     x = np.random.default_rng(comm.rank).random(p.nlocal)
     y = np.empty(p.nlocal)
     nnz = comm.allreduce(A.nnz_local)
-    nbytes = 12.0 * nnz + 24.0 * A.shape[0]
+    nbytes = 12.0 * nnz + 20.0 * A.shape[0]
 
     triad = stream_triad(comm, max(p.nlocal, 4_000_000))
     rows = A.to_scipy()  # scipy's own kernel on the same local rows (plus ghost columns)
@@ -82,8 +83,8 @@ def index_variants(A):
         args = (A.indptr.astype(pointer), A.indices.astype(index), A.data, x, y)
         variants[f"textbook, {pointer.__name__} pointers, {index.__name__} columns"] = \
             (lambda args=args: textbook(*args))
-    ours = (A.indptr.astype(np.uint64), A.indices.astype(np.uint32), A.data, x, y)
-    variants["ours: uint64 pointers, uint32 columns, unrolled by 2"] = lambda: csr_matvec(*ours)
+    ours = (A.indptr.astype(np.uint32), A.indices.astype(np.uint32), A.data, x, y)
+    variants["ours: uint32 pointers, uint32 columns, unrolled by 2"] = lambda: csr_matvec(*ours)
     times = best_times(MPI.COMM_SELF, variants, repeat=20)
     print("\nCSR loop variants (serial, same rows, interleaved best of 20):")
     print_table(MPI.COMM_SELF, ["variant", "ms"], [[k, f"{v * 1e3:.2f}"] for k, v in times.items()])

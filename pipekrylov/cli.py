@@ -70,7 +70,7 @@ def demo_command(args):
     t0 = time.perf_counter()
     for ranks in (1, 2):
         for latency in (0.0, args.latency):
-            for method in ("cg", "cr", "bicgstab", "gmres"):
+            for method in ("cg", "p-cg", "cr", "p-cr", "bicgstab", "p-bicgstab"):
                 command = [mpiexec, "-n", str(ranks), sys.executable, "-m", "pipekrylov", "solve",
                            "--problem", args.problem, "--method", method, "--pc", "jacobi",
                            "--rtol", "1e-8", "--latency", str(latency), "--json"]
@@ -142,7 +142,7 @@ def main(argv=None):
     derive.set_defaults(run=derive_command)
     demo = sub.add_parser("demo", help="the main job: compare methods at 1 and 2 ranks")
     demo.add_argument("--problem", default="poisson2d:200")
-    demo.add_argument("--latency", type=float, default=1e-3, help="injected latency, seconds")
+    demo.add_argument("--latency", type=float, default=5e-4, help="injected latency, seconds")
     demo.set_defaults(run=demo_command)
     args = parser.parse_args(argv)
     return args.run(args)

@@ -252,7 +252,8 @@ def test_trace_one_iallreduce_per_phase_around_the_operators(comm, method, reduc
 
 
 # ---------------------------------------------------------------- attainable accuracy
-@pytest.mark.parametrize("method,name", [("cg", "494_bus"), ("bicgstab", "orsirr_1"), ("bicgstab", "1138_bus")])
+@pytest.mark.parametrize("method,name", [("cg", "494_bus"), ("cg", "1138_bus"), ("bicgstab", "orsirr_1"),
+                                         ("bicgstab", "1138_bus")])
 def test_attainable_accuracy_with_residual_replacement(method, name):
     """Solve to rtol 1e-10 on ill-conditioned matrices: with replacement the derived
     method's true residual is within 10x of the classic method's; without, the

@@ -160,7 +160,8 @@ class GeneratedSolver:
         local = self._first_dots(vec)
         every = sched.replacement.get("every")
         check = CHECK_EVERY if sched.replacement.get("automatic") else None
-        run.replacements = 0
+        run.replacements = replaced = 0
+        restarted_at = None
         K = len(self.segments)
         for iteration in range(run.maxiter + 1):
             for k in range(K):
@@ -171,40 +172,69 @@ class GeneratedSolver:
                 scal["d"] = pending.wait()
                 if k == 0:
                     rnorm = float(np.sqrt(max(eval(self.norm, {}, scal), 0.0)))
-                    if run.converged(iteration, rnorm) and not (check and self._drifted(run, vec)):
-                        return vec["x"], iteration, run.stop_reason()
+                    if run.converged(iteration, rnorm):
+                        if not (check and self._drifted(run, vec, scal, True)):
+                            return vec["x"], iteration, run.stop_reason()
+                        break  # restarted from the true residual
                     if iteration == run.maxiter:
                         return vec["x"], iteration, "diverged_its"
-                for name, expression, test in self.steps[k]:
-                    try:
-                        scal[name] = eval(expression, {}, scal)
-                    except ZeroDivisionError:
-                        scal[name] = np.nan
-                    if test is not None and not eval(test[0], {}, scal):
-                        raise Breakdown(test[2], f"p-{method.name}: {test[1]} fails "
-                                                 f"({name} = {scal[name]:.3e})")
+                try:
+                    self._scalars(k, scal)
+                except Breakdown:
+                    # after a replacement the scalar recurrences may break down; with
+                    # replacement on, restart once from x (a second time in a row is real)
+                    if not check or (restarted_at is not None and iteration - restarted_at <= 2):
+                        raise
+                    self._startup(run, vec, scal)
+                    run.replacements += 1
+                    restarted_at = iteration
+                    break
                 if k == K - 1:
                     for a, b in sched.carried.items():
                         scal[a] = scal[b]
                 local = self.segments[k](vec, scal)
-            run.iterations = iteration + 1
-            if (every and run.iterations % every == 0) or \
-                    (check and run.iterations % check == 0 and self._drifted(run, vec)):
-                local = self._replace(run, vec)
-            run.iterated(vec["x"])
+            else:
+                run.iterations = iteration + 1
+                if every and run.iterations % every == 0:
+                    self._replace(run, vec)
+                elif check and run.iterations % check == 0:
+                    self._drifted(run, vec, scal, False)
+                run.iterated(vec["x"])
+            local = self._first_dots(vec) if run.replacements != replaced else local
+            replaced = run.replacements
         return vec["x"], run.maxiter, "diverged_its"
 
-    def _drifted(self, run, vec):
-        """Has the recursive residual drifted from b - A x by more than sqrt(eps) ||b - A x||?
+    def _scalars(self, k, scal):
+        """The scalar steps of phase k, with their breakdown checks."""
+        for name, expression, test in self.steps[k]:
+            try:
+                scal[name] = eval(expression, {}, scal)
+            except ZeroDivisionError:
+                scal[name] = np.nan
+            if test is not None and not eval(test[0], {}, scal):
+                raise Breakdown(test[2], f"p-{self.method.name}: {test[1]} fails "
+                                         f"({name} = {scal[name]:.3e})")
 
-        Measured, not estimated: one SpMV and one small reduction.  If so, the residual is
-        replaced at once (and the convergence test is made again by the next iteration).
+    def _drifted(self, run, vec, scal, converged):
+        """Replace the residual if it has drifted from b - A x; True if it did.  Collective.
+
+        Measured, not estimated: one SpMV and one small reduction.  Every 25 iterations:
+        replace when the drift exceeds sqrt(eps) ||b - A x|| while the solve is not about
+        to end; the recurrences go on.  When the recursive residual says converged but
+        b - A x does not, the drift is large against r and the scalar recurrences (which
+        assume r, u, w consistent) cannot go on: restart the method from x.
         """
         m = self.method
         true = vec["b"] - run.A.matvec(vec[m.solution])
         gap = true - vec[m.residual]
         gap2, true2 = run.reduction.allreduce([gap @ gap, true @ true], "drift check")
-        if gap2 > np.finfo(float).eps * true2:
+        if converged:
+            if np.sqrt(true2) < run.atol:
+                return False
+            self._startup(run, vec, scal)
+            run.replacements += 1
+            return True
+        if gap2 > np.finfo(float).eps * true2 and np.sqrt(true2) > run.atol:
             self._replace(run, vec)
             return True
         return False
@@ -218,7 +248,6 @@ class GeneratedSolver:
             self._apply(run, st.word, vec[st.source], vec[st.target])
         self._images(run, vec)
         run.replacements += 1
-        return self._first_dots(vec)
 
     @staticmethod
     def _apply(run, op, src, dst, red=None):

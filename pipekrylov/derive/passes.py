@@ -526,23 +526,27 @@ def schedule(red):
     for k in range(K):
         nxt = sym.current[k + 1] if k + 1 < K else {s: sym.start[s] for s in method.state}
         keep = {id(_key(sym, v)) for v in nxt.values() if v.kind != "const"}
-        updates = []
-        for img in aux.maintained:
-            v = img.version
-            if v.segment != k:
-                continue
-            value = {}
-            for c, t in v.terms:
-                src = _resolve(sym, t, img.word)
-                value[src] = value[src] + c if src in value else c
-            stored = id(v) in keep and sym.current_at_end(k, v) if hasattr(sym, "current_at_end") else id(v) in keep
-            source = v.source if not img.word else f"{' '.join(img.word)} applied to: {v.source}"
-            updates.append((img, {i: c for i, c in value.items() if c}, stored, source))
+        late = [img for seg, img in aux.late if seg == k]
+        new = [img for img in aux.maintained if img.version.segment == k]
+        updates = [_recurrence(sym, img, id(img.version) in keep and img not in late)
+                   for img in sorted(late, key=lambda i: len(i.word)) + new]
         phases.append(Phase(k, red.pairs[k], [img for seg, img in aux.direct if seg == k], red.scalars[k],
                             {n: checks[n] for n in checks if any(s.name == n for s in red.scalars[k])}, updates))
     start = [img for img in aux.maintained if img.word and any(img.version is sym.final[s] for s in method.state)]
     start = sorted(start, key=lambda i: (len(i.word), i.version.id, i.word))
     return Schedule(method, red, phases, start, sym.carried)
+
+
+def _recurrence(sym, img, stored):
+    """(image, {image: coefficient}, stored, source): the image of a version's recurrence."""
+    value = {}
+    for c, t in img.version.terms:
+        src = _resolve(sym, t, img.word)
+        value[src] = value[src] + c if src in value else c
+    source = img.version.source
+    if img.word:
+        source = f"{' '.join(img.word)} applied to: {source}"
+    return img, {i: c for i, c in value.items() if c}, stored, source
 
 
 def _resolve(sym, version, word):
@@ -580,10 +584,11 @@ def residual_replacement(sched, every=None, automatic=True):
     automatic : bool
         Replace when the drift between the recursive residual and ``b - A x`` exceeds
         sqrt(eps) ||b - A x|| (the threshold of van der Vorst & Ye 2000 and Cools et al.
-        2018).  The drift is measured every 25 iterations and when the recursive residual
-        says converged (one SpMV and one small reduction each time), rather than bounded
-        a priori: the a-priori bounds miss the amplification of rounding errors through
-        the auxiliary recurrences of a pipelined method.
+        2018); accept convergence only when ``b - A x`` meets the tolerance too, else
+        restart the method from the current iterate.  The drift is measured every 25 iterations and when the
+        recursive residual says converged (one SpMV and one small reduction each time),
+        rather than bounded a priori: the a-priori bounds miss the amplification of
+        rounding errors through the auxiliary recurrences of a pipelined method.
     """
     if not every and not automatic:
         return sched

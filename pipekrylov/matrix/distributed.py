@@ -5,7 +5,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..kernels import csr_matvec, csr_matvec_add_rows, csr_matvec_rows
-from ..kernels.spmv import INDEX, POINTER
+from ..kernels.spmv import INDEX, pointer_dtype
 from ..parallel import collective_check
 from ..parallel.halo import HaloExchange
 from ..parallel.partition import RowPartition
@@ -221,7 +221,7 @@ def _check_scipy(A):
 
 
 class CSRBlock:
-    """CSR arrays with the kernels' index types (uint64 pointers, uint32 columns)."""
+    """CSR arrays with the kernels' index types (unsigned pointers, uint32 columns)."""
 
     def __init__(self, A):
         A = sp.csr_matrix(A)
@@ -231,7 +231,7 @@ class CSRBlock:
         self.shape = A.shape
         self.data = np.ascontiguousarray(A.data, dtype=np.float64)
         self.indices = np.ascontiguousarray(A.indices, dtype=INDEX)
-        self.indptr = np.ascontiguousarray(A.indptr, dtype=POINTER)
+        self.indptr = np.ascontiguousarray(A.indptr, dtype=pointer_dtype(A.nnz))
         self.nnz = len(self.data)
 
     def to_scipy(self):

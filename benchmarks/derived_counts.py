@@ -1,0 +1,86 @@
+"""Iterations to rtol 1e-8 of the derived methods, their base methods and PETSc's pipelined KSPs.
+
+    python benchmarks/derived_counts.py             # iteration counts
+    python benchmarks/derived_counts.py --accuracy  # attainable accuracy
+
+
+Serial, no preconditioner, b = A * ones, on the real matrices (tests/data).  Prints, per
+matrix and method: the classic method's iterations; the derived pipelined method's without
+and with automatic residual replacement (and how many replacements); PETSc's pipelined
+counterpart (pipecg, pipecr, pipebcgs); and the true relative residuals at the end.
+"""
+import os
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+import pipekrylov as pk
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from helpers import NONSYMMETRIC, SPD, load  # noqa: E402
+
+PETSC = {"cg": "pipecg", "cr": "pipecr", "bicgstab": "pipebcgs"}
+
+
+def petsc_solve(A, b, ksp_type):
+    from petsc4py import PETSc
+    M = PETSc.Mat().createAIJ(A.shape, csr=(A.indptr.astype(PETSc.IntType), A.indices.astype(PETSc.IntType),
+                                            A.data), comm=PETSc.COMM_SELF)
+    ksp = PETSc.KSP().create(PETSc.COMM_SELF)
+    ksp.setOperators(M)
+    ksp.setType(ksp_type)
+    ksp.getPC().setType("none")
+    if ksp_type != "pipecr":
+        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+    ksp.setTolerances(rtol=1e-8, atol=0.0, max_it=30000)
+    bv, xv = M.createVecRight(), M.createVecRight()
+    bv.array[:] = b
+    ksp.solve(bv, xv)
+    return ksp.getIterationNumber(), xv.array.copy()
+
+
+def accuracy():
+    """Solve to rtol 1e-10 with three times the classic iterations to 1e-8 as budget."""
+    comm = MPI.COMM_SELF
+    print("| matrix | method | classic | derived | derived + replacement (replacements) |")
+    print("|---|---|---|---|---|")
+    for method, name in [("cg", "494_bus"), ("cg", "1138_bus"), ("cg", "bcsstk15"),
+                         ("bicgstab", "orsirr_1"), ("bicgstab", "1138_bus")]:
+        A = load(name)
+        b = A @ np.ones(A.shape[0])
+        true = lambda x: np.linalg.norm(b - A @ x) / np.linalg.norm(b)  # noqa: E731
+        budget = 3 * getattr(pk, method)(A, b, rtol=1e-8, maxiter=30000, comm=comm).iterations
+        runs = [getattr(pk, method)(A, b, rtol=1e-10, maxiter=budget, comm=comm),
+                pk.pipelined(method)(A, b, rtol=1e-10, maxiter=budget, comm=comm),
+                pk.pipelined(method, replace_automatic=True)(A, b, rtol=1e-10, maxiter=budget, comm=comm)]
+        print(f"| {name} | {method} | {true(runs[0].x):.1e} | {true(runs[1].x):.1e} | "
+              f"{true(runs[2].x):.1e} ({runs[2].replacements}{'' if runs[2].info == 0 else ', ' + runs[2].reason}) |",
+              flush=True)
+
+
+def main():
+    if "--accuracy" in sys.argv:
+        return accuracy()
+    comm = MPI.COMM_SELF
+    print("| matrix | method | classic | derived | derived + RR (replacements) | PETSc | "
+          "true residual: classic / derived / derived + RR / PETSc |")
+    print("|---|---|---|---|---|---|---|")
+    for name in SPD + NONSYMMETRIC:
+        A = load(name)
+        b = A @ np.ones(A.shape[0])
+        true = lambda x: np.linalg.norm(b - A @ x) / np.linalg.norm(b)  # noqa: E731
+        for method in (["cg", "cr"] if name in SPD else []) + ["bicgstab"]:
+            classic = getattr(pk, method)(A, b, rtol=1e-8, maxiter=30000, comm=comm)
+            if classic.info != 0:
+                continue
+            derived = pk.pipelined(method)(A, b, rtol=1e-8, maxiter=30000, comm=comm)
+            rr = pk.pipelined(method, replace_automatic=True)(A, b, rtol=1e-8, maxiter=30000, comm=comm)
+            its, x = petsc_solve(A, b, PETSC[method])
+            print(f"| {name} | {method} | {classic.iterations} | {derived.iterations} | "
+                  f"{rr.iterations} ({rr.replacements}) | {its} | {true(classic.x):.0e} / "
+                  f"{true(derived.x):.0e} / {true(rr.x):.0e} / {true(x):.0e} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
