@@ -3,12 +3,26 @@
 The plan (who sends which owned entries to whom) is computed once from the ghost
 columns; each exchange then reuses persistent requests and buffers.
 """
+import atexit
+import weakref
+
 import numpy as np
 from mpi4py import MPI
 
 from ..kernels import gather
 
 __all__ = ["HaloExchange"]
+
+# Persistent requests must be freed before MPI is finalized (freeing one afterwards, when
+# the garbage collector gets to it, crashes).  Registered after mpi4py's and petsc4py's
+# finalizers, this runs before them.
+_LIVE = weakref.WeakSet()
+
+
+@atexit.register
+def _free_all():
+    for halo in list(_LIVE):
+        halo.free()
 
 
 class HaloExchange:
@@ -48,6 +62,7 @@ class HaloExchange:
                 self.requests.append(comm.Send_init(self.send_values[offset:offset + count], rank, tag=77))
             offset += count
         self.active = False
+        _LIVE.add(self)
 
     @property
     def nghosts(self):
@@ -74,4 +89,11 @@ class HaloExchange:
     def free(self):
         for request in self.requests:
             request.Free()
+        self.requests = []
+
+    def free(self):
+        """Free the persistent requests.  Collective (neighbours)."""
+        if not MPI.Is_finalized():
+            for request in self.requests:
+                request.Free()
         self.requests = []

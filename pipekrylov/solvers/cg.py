@@ -26,8 +26,9 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         ``callback(xk)`` after each iteration.
     comm : mpi4py communicator
         Default: ``A.comm``, or COMM_WORLD for a matrix given whole.
-    monitor : bool or file
-        Print PETSc-style ``  k KSP Residual norm ...`` lines on rank 0.
+    monitor : bool, file or callable
+        Print PETSc-style ``  k KSP Residual norm ...`` lines on rank 0 (to the file), or
+        call ``monitor(k, rnorm)`` on every rank.
     latency : float
         Injected reduction latency in seconds (emulating a large machine).
 

@@ -27,19 +27,19 @@ class SolverRun:
 
     def __init__(self, method, A, b, x0, rtol, atol, maxiter, M, callback, comm,
                  monitor=False, latency=0.0):
-        from ..matrix.distributed import DistributedCSR
         self.method = method
         self.t_start = time.perf_counter()
         if comm is None:
-            comm = A.comm if isinstance(A, DistributedCSR) else _world()
+            comm = A.comm if _distributed(A) else _world()
         self.comm = comm
         with collective_check(comm, method):
             if not (np.isfinite(rtol) and np.isfinite(atol)) or rtol < 0 or atol < 0:
                 raise ValueError(f"tolerances must be finite and nonnegative: rtol={rtol}, atol={atol}")
             if maxiter is not None and int(maxiter) < 1:
                 raise ValueError(f"maxiter must be positive, got {maxiter}")
-        self.whole = not isinstance(A, DistributedCSR)
+        self.whole = not _distributed(A)
         if self.whole:
+            from ..matrix.distributed import DistributedCSR
             A = DistributedCSR.from_scipy(_as_sparse(A), comm)
         self.A = A
         p = A.partition
@@ -76,7 +76,9 @@ class SolverRun:
         Raises Breakdown('diverged_nanorinf') on a non-finite norm.
         """
         self.history.append(rnorm)
-        if self.monitor and self.comm.Get_rank() == 0:
+        if callable(self.monitor):
+            self.monitor(iteration, rnorm)
+        elif self.monitor and self.comm.Get_rank() == 0:
             print(f"{iteration:4d} KSP Residual norm {rnorm:.12e}", file=_stream(self.monitor), flush=True)
         if not np.isfinite(rnorm):
             raise Breakdown("diverged_nanorinf", "residual norm is not finite")
@@ -133,6 +135,12 @@ class SolverRun:
 
     def stop_reason(self):
         return "converged_atol" if self.atol > self.rtol * self.bnorm else "converged_rtol"
+
+
+def _distributed(A):
+    """A distributed operator: a DistributedCSR, or anything with its interface
+    (partition, comm, matvec(x, y, progress), gather, spmv_time, spmv_count)."""
+    return hasattr(A, "partition") and hasattr(A, "matvec")
 
 
 def _stream(monitor):

@@ -1,0 +1,215 @@
+"""pipekrylov's solvers as PETSc KSP types (petsc4py Python contexts).
+
+EXPERIMENTAL, issue 6 is not finished: in serial the contexts give PETSc's iteration
+counts (PipeCG 55 = pipecg 55, PipeBiCGStab 41 = pipebcgs 41 on a 30x30 Poisson problem
+with PETSc's Jacobi PC); at 2 ranks the solve is right but a Python script that does not
+destroy its KSP explicitly crashes in teardown (under investigation), and the C-application
+path and its tests are not there yet.
+
+From any PETSc application, C or Python::
+
+    -ksp_type python -ksp_python_type pipekrylov.petsc.PipeCG
+
+(a C program also needs ``-python <interpreter>`` and PYTHONPATH covering this package).
+The contexts, one per method:
+
+========================  ==========================================================
+``pipekrylov.petsc.CG``          classic CG          ``PipeCG``        derived p-CG
+``pipekrylov.petsc.CR``          classic CR          ``PipeCR``        derived p-CR
+``pipekrylov.petsc.BiCGStab``    classic BiCGStab    ``PipeBiCGStab``  derived p-BiCGStab
+``pipekrylov.petsc.GMRES``       classic GMRES(m)    ``PipeCGS``       derived p-CGS
+========================  ==========================================================
+
+Options under the KSP's prefix: ``-ksp_pipekrylov_replacement`` (automatic residual
+replacement), ``-ksp_pipekrylov_replace_every k``, ``-ksp_pipekrylov_latency seconds``,
+``-ksp_pipekrylov_restart m`` (GMRES); ``-ksp_view`` shows them.  The context implements
+``solve`` itself (PETSc's generic loop would add a blocking norm per iteration); it
+reports through PETSc: ``-ksp_monitor``, ``-ksp_converged_reason``, ``-ksp_rtol/atol/
+max_it``, and breakdowns as negative KSPConvergedReason values.  The preconditioner is the
+KSP's own PC (jacobi, bjacobi, gamg, ...).  An AIJ matrix is converted once to the
+runtime's distributed CSR (its SpMV overlaps the halo exchange and pokes MPI progress);
+any other Mat type is applied through MatMult.
+"""
+import time
+from contextlib import contextmanager
+
+import numpy as np
+from petsc4py import PETSc
+
+from .parallel.partition import RowPartition
+from .precond import _Timed
+
+__all__ = ["CG", "CR", "BiCGStab", "GMRES", "PipeCG", "PipeCR", "PipeBiCGStab", "PipeCGS"]
+
+
+class PETScOperator:
+    """A PETSc Mat with the runtime's operator interface (applied by MatMult)."""
+
+    def __init__(self, mat):
+        self.mat = mat
+        self.comm = mat.getComm().tompi4py()
+        start, end = mat.getOwnershipRange()
+        ranges = self.comm.allgather((start, end))
+        self.partition = RowPartition(self.comm, [r[0] for r in ranges] + [ranges[-1][1]])
+        self.shape = mat.getSize()
+        self.spmv_time, self.spmv_count = 0.0, 0
+
+    def matvec(self, x, y=None, progress=None):
+        t0 = time.perf_counter()
+        if y is None:
+            y = np.empty(self.partition.nlocal)
+        with _wrapped(self.mat, x, y) as (xv, yv):
+            self.mat.mult(xv, yv)
+        self.spmv_time += time.perf_counter() - t0
+        self.spmv_count += 1
+        return y
+
+    def gather(self, x_local):
+        out = np.empty(self.partition.n)
+        self.comm.Allgatherv(np.ascontiguousarray(x_local), [out, np.diff(self.partition.starts)])
+        return out
+
+    def norm_inf(self):
+        return self.mat.norm(PETSc.NormType.INFINITY)
+
+
+class PETScPC(_Timed):
+    """The KSP's PC as a pipekrylov preconditioner: z = PCApply(r)."""
+
+    name = "petsc"
+
+    def __init__(self, pc, mat):
+        self.pc = pc
+        self.mat = mat
+
+    def apply(self, r, z):
+        with _wrapped(self.mat, r, z) as (rv, zv):
+            self.pc.apply(rv, zv)
+
+
+@contextmanager
+def _wrapped(mat, *arrays):
+    """PETSc Vecs on numpy arrays, destroyed on exit (none outlives the call, so none is
+    left for the garbage collector to free after PETSc has finalized)."""
+    comm = mat.getComm()
+    vecs = [PETSc.Vec().createWithArray(a, comm=comm) for a in arrays]
+    try:
+        yield vecs
+    finally:
+        for v in vecs:
+            v.destroy()
+
+
+def _operator(mat):
+    """AIJ matrices become a DistributedCSR (measured faster: benchmarks/spmv.py);
+    others are applied by MatMult."""
+    if mat.getType() in ("seqaij", "mpiaij", "aij"):
+        from .matrix.distributed import DistributedCSR
+        comm = mat.getComm().tompi4py()
+        start, end = mat.getOwnershipRange()
+        ranges = comm.allgather((start, end))
+        partition = RowPartition(comm, [r[0] for r in ranges] + [ranges[-1][1]])
+        indptr, indices, data = mat.getValuesCSR()
+        return DistributedCSR.from_local_rows(partition, indptr, indices, data, mat.getSize()[1])
+    return PETScOperator(mat)
+
+
+class _Context:
+    """The petsc4py Python KSP context shared by every method."""
+
+    method = None
+    pipelined = False
+
+    def __init__(self):
+        self.replace_automatic = False
+        self.replace_every = None
+        self.latency = 0.0
+        self.restart = 30
+        self.operator = None
+
+    # -- PETSc's calls -------------------------------------------------------------
+    def setFromOptions(self, ksp):
+        options = PETSc.Options(ksp.getOptionsPrefix())
+        self.replace_automatic = options.getBool("ksp_pipekrylov_replacement", self.replace_automatic)
+        every = options.getInt("ksp_pipekrylov_replace_every", 0)
+        self.replace_every = every or None
+        self.latency = options.getReal("ksp_pipekrylov_latency", self.latency)
+        self.restart = options.getInt("ksp_pipekrylov_restart", self.restart)
+
+    def setUp(self, ksp):
+        A, _ = ksp.getOperators()
+        self.operator = _operator(A)
+
+    def reset(self, ksp):
+        if self.operator is not None and hasattr(self.operator, "halo"):
+            self.operator.halo.free()
+        self.operator = None
+
+    def destroy(self, ksp):
+        self.reset(ksp)
+
+    def view(self, ksp, viewer):
+        kind = f"derived pipelined {self.method}" if self.pipelined else f"classic {self.method}"
+        viewer.printfASCII(f"  pipekrylov: {kind}\n")
+        if self.pipelined:
+            viewer.printfASCII(f"  residual replacement: {'automatic' if self.replace_automatic else 'off'}"
+                               f"{f', every {self.replace_every}' if self.replace_every else ''}\n")
+        viewer.printfASCII(f"  injected reduction latency: {self.latency} s\n")
+        if self.method == "gmres":
+            viewer.printfASCII(f"  restart: {self.restart}\n")
+
+    def solve(self, ksp, b, x):
+        from . import pipelined
+        from .solvers.result import REASONS
+        import pipekrylov
+        if self.operator is None:
+            self.setUp(ksp)
+        rtol, atol, _, max_it = ksp.getTolerances()
+        if self.pipelined:
+            solver = pipelined(self.method, replace_every=self.replace_every,
+                               replace_automatic=self.replace_automatic)
+            extra = {}
+        else:
+            solver = getattr(pipekrylov, self.method)
+            extra = {"restart": self.restart} if self.method == "gmres" else {}
+        x0 = x.getArray(readonly=True).copy() if ksp.getInitialGuessNonzero() else None
+        # made per solve and dropped after it: the context keeps no PETSc object alive
+        pc = PETScPC(ksp.getPC(), ksp.getOperators()[0])
+
+        def monitor(its, rnorm):
+            ksp.setIterationNumber(its)
+            ksp.setResidualNorm(rnorm)
+            ksp.logConvergenceHistory(rnorm)
+            ksp.monitor(its, rnorm)
+
+        try:
+            res = solver(self.operator, b.getArray(readonly=True).copy(), x0, rtol=rtol, atol=atol,
+                         maxiter=max_it, M=pc, monitor=monitor, latency=self.latency,
+                         comm=self.operator.comm, **extra)
+        except Exception:  # never a traceback inside a PETSc application: a reason instead
+            ksp.setConvergedReason(PETSc.KSP.ConvergedReason.DIVERGED_BREAKDOWN)
+            raise
+        x.getArray()[:] = res.x
+        ksp.setIterationNumber(res.iterations)
+        if res.residual_norms.size:
+            ksp.setResidualNorm(float(res.residual_norms[-1]))
+        reason = REASONS[res.reason] if res.reason in REASONS else -5
+        if res.reason == "diverged_its":
+            reason = PETSc.KSP.ConvergedReason.DIVERGED_MAX_IT
+        ksp.setConvergedReason(reason)
+
+
+def _context(name, method, pipelined):
+    return type(name, (_Context,), {"method": method, "pipelined": pipelined,
+                                    "__doc__": f"{'Derived pipelined' if pipelined else 'Classic'} {method} "
+                                               "as a PETSc KSP (see the module docstring)."})
+
+
+CG = _context("CG", "cg", False)
+CR = _context("CR", "cr", False)
+BiCGStab = _context("BiCGStab", "bicgstab", False)
+GMRES = _context("GMRES", "gmres", False)
+PipeCG = _context("PipeCG", "cg", True)
+PipeCR = _context("PipeCR", "cr", True)
+PipeBiCGStab = _context("PipeBiCGStab", "bicgstab", True)
+PipeCGS = _context("PipeCGS", "cgs", True)
