@@ -1,0 +1,39 @@
+/* A PETSc application: 2D Poisson, solved by whatever KSP the options choose. */
+#include <petscksp.h>
+
+int main(int argc, char **argv)
+{
+  Mat A; Vec x, b, r; KSP ksp; PetscInt n = 30, i, j, Istart, Iend, its;
+  PetscReal norm, bnorm; KSPConvergedReason reason;
+  PetscCall(PetscInitialize(&argc, &argv, NULL, NULL));
+  PetscCall(PetscOptionsGetInt(NULL, NULL, "-n", &n, NULL));
+  PetscCall(MatCreateAIJ(PETSC_COMM_WORLD, PETSC_DECIDE, PETSC_DECIDE, n * n, n * n, 5, NULL, 5, NULL, &A));
+  PetscCall(MatGetOwnershipRange(A, &Istart, &Iend));
+  for (PetscInt row = Istart; row < Iend; row++) {
+    i = row / n; j = row % n;
+    if (i > 0) PetscCall(MatSetValue(A, row, row - n, -1.0, INSERT_VALUES));
+    if (i < n - 1) PetscCall(MatSetValue(A, row, row + n, -1.0, INSERT_VALUES));
+    if (j > 0) PetscCall(MatSetValue(A, row, row - 1, -1.0, INSERT_VALUES));
+    if (j < n - 1) PetscCall(MatSetValue(A, row, row + 1, -1.0, INSERT_VALUES));
+    PetscCall(MatSetValue(A, row, row, 4.0, INSERT_VALUES));
+  }
+  PetscCall(MatAssemblyBegin(A, MAT_FINAL_ASSEMBLY));
+  PetscCall(MatAssemblyEnd(A, MAT_FINAL_ASSEMBLY));
+  PetscCall(MatCreateVecs(A, &x, &b));
+  PetscCall(VecDuplicate(b, &r));
+  PetscCall(VecSet(b, 1.0));
+  PetscCall(KSPCreate(PETSC_COMM_WORLD, &ksp));
+  PetscCall(KSPSetOperators(ksp, A, A));
+  PetscCall(KSPSetFromOptions(ksp));
+  PetscCall(KSPSolve(ksp, b, x));
+  PetscCall(KSPGetIterationNumber(ksp, &its));
+  PetscCall(KSPGetConvergedReason(ksp, &reason));
+  PetscCall(MatMult(A, x, r));
+  PetscCall(VecAYPX(r, -1.0, b));
+  PetscCall(VecNorm(r, NORM_2, &norm));
+  PetscCall(VecNorm(b, NORM_2, &bnorm));
+  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "iterations %" PetscInt_FMT " reason %d relative residual %g\n", its, (int)reason, (double)(norm / bnorm)));
+  PetscCall(KSPDestroy(&ksp)); PetscCall(VecDestroy(&x)); PetscCall(VecDestroy(&b)); PetscCall(VecDestroy(&r)); PetscCall(MatDestroy(&A));
+  PetscCall(PetscFinalize());
+  return 0;
+}

@@ -1,0 +1,64 @@
+"""A C PETSc application switches to pipekrylov's solvers with command-line options.
+
+tests/capp/poisson.c is compiled here with mpicc against the installed PETSc, then run
+serially and on 2 ranks with ``-python <interpreter> -ksp_type python -ksp_python_type
+pipekrylov.petsc.<Name>`` and, for comparison, with PETSc's own KSP.
+"""
+import os
+import re
+import shutil
+import site
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    mpicc, pkgconfig = shutil.which("mpicc"), shutil.which("pkg-config")
+    if not mpicc or not pkgconfig or subprocess.run([pkgconfig, "--exists", "PETSc"]).returncode:
+        pytest.skip("needs mpicc and PETSc's pkg-config file")
+    flags = subprocess.run([pkgconfig, "--cflags", "--libs", "PETSc"], capture_output=True,
+                           text=True, check=True).stdout.split()
+    exe = str(tmp_path_factory.mktemp("capp") / "poisson")
+    subprocess.run([mpicc, os.path.join(HERE, "capp", "poisson.c"), "-o", exe, *flags], check=True)
+    return exe
+
+
+def run(app, ranks, options):
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    # the Python PETSc embeds does not see the venv: put it and the package on PYTHONPATH
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, *site.getsitepackages(), env.get("PYTHONPATH", "")])
+    for key in [k for k in env if k.startswith(("OMPI_MCA_orte", "OMPI_MCA_ess", "PMIX_", "OMPI_COMM"))]:
+        del env[key]  # this test may itself run inside an MPI singleton
+    command = [shutil.which("mpiexec"), "-n", str(ranks), "-x", "PYTHONPATH", app, "-n", "40",
+               "-ksp_rtol", "1e-8", "-ksp_converged_reason", *options]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    found = re.search(r"iterations (\d+) reason (-?\d+) relative residual (\S+)", out.stdout)
+    return int(found.group(1)), int(found.group(2)), float(found.group(3)), out.stdout
+
+
+PYTHON = ["-python", sys.executable]
+CASES = [("PipeCG", "pipecg"), ("CG", "cg"), ("PipeBiCGStab", "pipebcgs")]
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+@pytest.mark.parametrize("ours,theirs", CASES, ids=[c[0] for c in CASES])
+def test_c_application_runs_our_ksp(app, ranks, ours, theirs):
+    side = ["-ksp_pc_side", "right"] if "bcgs" in theirs else []
+    its_p, reason_p, res_p, _ = run(app, ranks, ["-ksp_type", theirs, "-pc_type", "jacobi",
+                                                 "-ksp_norm_type", "unpreconditioned", *side])
+    its, reason, res, out = run(app, ranks, [*PYTHON, "-ksp_type", "python", "-ksp_python_type",
+                                             f"pipekrylov.petsc.{ours}", "-pc_type", "jacobi", "-ksp_monitor"])
+    assert reason == 2 and reason_p == 2
+    assert abs(its - its_p) <= max(3, 0.05 * its_p), (its, its_p)
+    assert res < 1e-8 and res_p < 1e-8
+    monitor = [line for line in out.splitlines() if "KSP Residual norm" in line]
+    assert len(monitor) == its + 1 and monitor[0].strip().startswith("0 KSP Residual norm")
+    assert "CONVERGED_RTOL" in out and "Traceback" not in out
