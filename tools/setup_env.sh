@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
-DEB_PACKAGES="python3-petsc4py python3-mpi4py python3-scipy libpetsc-real3.18-dev openmpi-bin"
+DEB_PACKAGES="python3-petsc4py python3-mpi4py python3-scipy libpetsc-real3.18-dev openmpi-bin pkg-config"
 stamp="$VENV/.pipekrylov-env"
 inputs=$(cat tools/setup_env.sh pyproject.toml | sha256sum | cut -c1-16)
 
