@@ -415,15 +415,11 @@ class Reductions:
         lines = []
         for k, pairs in enumerate(self.pairs):
             lines.append(f"reduction {k}: {len(pairs)} dot products in one Iallreduce")
-            lines += [f"  d[{j}] = ({_show(a)}, {_show(b)})" for j, (a, b) in enumerate(pairs)]
+            lines += [f"  d[{j}] = ({a.name}, {b.name})" for j, (a, b) in enumerate(pairs)]
             if k == 0:
                 lines.append(f"  ||{self.auxiliaries.symbolic.method.residual}||^2 = {self.norm}")
             lines += [f"  {s}" for s in self.scalars[k]]
         return "\n".join(lines)
-
-
-def _show(img):
-    return img.name
 
 
 def fuse_reductions(aux):

@@ -8,9 +8,8 @@ products, where separate AXPYs and dots would each stream the vectors again::
     (rr,) = kernel(vectors, {"alpha": 0.5})     # vectors: dict name -> ndarray
 
 Statements run in order for each index ``i`` and see the new values of vectors updated
-before them; with ``simultaneous=True`` every right-hand side reads the old values (all
-updates as of one instant, as the derived pipelined methods write them).  The dots use
-the values after all statements.  A term is a product of
+before them; the dots use the values after all statements.  (The derived pipelined
+methods emit their own kernels: pipekrylov.derive.codegen.)  A term is a product of
 factors, each a number, a scalar name or a vector name: ``z = dinv*r``,
 ``w = w - 2*beta*s``.  ``print(kernel.source)`` shows the generated loop.
 """
@@ -31,15 +30,14 @@ _KERNELS = {}
 class FusedKernel:
     """A compiled fused loop; call it with ``(vectors, scalars)``, get the local dots."""
 
-    def __init__(self, statements, dots, scalars, simultaneous=False):
+    def __init__(self, statements, dots, scalars):
         self.statements = tuple(statements)
         self.dots = tuple(dots)
         self.scalars = tuple(scalars)
-        self.simultaneous = simultaneous
         self.targets, self.reads, parsed = _parse(self.statements, self.scalars)
         self.vectors = tuple(dict.fromkeys(self.reads + self.targets +
                                            tuple(v for d in self.dots for v in d.split("."))))
-        self.source = _emit(parsed, self.dots, self.vectors, self.scalars, simultaneous)
+        self.source = _emit(parsed, self.dots, self.vectors, self.scalars)
         nvec = len(self.vectors)
         signature = "void(" + ", ".join(["float64[::1]"] * nvec + ["float64[::1]", "float64[::1]"]) + ")"
         self._compiled = compile_source(self.source, "fused", [signature])
@@ -57,9 +55,9 @@ class FusedKernel:
         return f"FusedKernel({list(self.statements)!r}, dots={list(self.dots)!r})"
 
 
-def fused_kernel(statements, dots=(), scalars=(), simultaneous=False):
+def fused_kernel(statements, dots=(), scalars=()):
     """The (cached) :class:`FusedKernel` for these statements and dots."""
-    key = (tuple(statements), tuple(dots), tuple(scalars), simultaneous)
+    key = (tuple(statements), tuple(dots), tuple(scalars))
     if key not in _KERNELS:
         _KERNELS[key] = FusedKernel(*key)
     return _KERNELS[key]
@@ -86,9 +84,7 @@ def _parse(statements, scalars):
     return tuple(targets), tuple(reads), parsed
 
 
-def _emit(parsed, dots, vectors, scalars, simultaneous=False):
-    if simultaneous:
-        return _emit_simultaneous(parsed, dots, vectors, scalars)
+def _emit(parsed, dots, vectors, scalars):
     local = {v: f"{v}_i" for v in vectors}
     coef = {s: f"c{k}" for k, s in enumerate(scalars)}
 
@@ -121,30 +117,3 @@ def _emit(parsed, dots, vectors, scalars, simultaneous=False):
     lines += [f"    out[{k}] = d{k}" for k in range(len(dots))]
     return "\n".join(lines) + "\n"
 
-
-def _emit_simultaneous(parsed, dots, vectors, scalars):
-    """Load every vector once, compute all new values from the old ones, store, dot."""
-    coef = {s: f"c{k}" for k, s in enumerate(scalars)}
-    targets = [t for t, _ in parsed]
-    old = {v: f"{v}_i" for v in vectors}
-    new = {v: (f"{v}_n" if v in targets else old[v]) for v in vectors}
-
-    def factor(f):
-        return coef.get(f) or old.get(f) or repr(float(f))
-
-    read = [v for v in vectors if any(f == v for _, terms in parsed for _, fs in terms for f in fs)
-            or any(v in d.split(".") for d in dots)]
-    lines = [f"def fused({', '.join(vectors)}, coef, out):"]
-    lines += [f"    {c} = coef[{k}]" for k, c in enumerate(coef.values())]
-    lines += [f"    d{k} = 0.0" for k in range(len(dots))]
-    lines.append(f"    for i in range({vectors[0]}.shape[0]):")
-    lines += [f"        {old[v]} = {v}[i]" for v in read]
-    for target, terms in parsed:
-        rhs = " ".join(f"{sign} {'*'.join(factor(f) for f in factors)}" for sign, factors in terms)
-        lines.append(f"        {new[target]} = {rhs[2:] if rhs.startswith('+ ') else rhs}")
-    lines += [f"        {t}[i] = {new[t]}" for t in targets]
-    for k, dot in enumerate(dots):
-        a, b = dot.split(".")
-        lines.append(f"        d{k} += {new[a]} * {new[b]}")
-    lines += [f"    out[{k}] = d{k}" for k in range(len(dots))]
-    return "\n".join(lines) + "\n"
