@@ -1,0 +1,29 @@
+"""The command line and the local job script, as a user runs them."""
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def clean_env():
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OMPI_MCA_orte", "OMPI_MCA_ess", "PMIX_", "OMPI_COMM"))}
+    return env
+
+
+def test_local_job_script_solves_on_two_ranks():
+    out = subprocess.run([os.path.join(ROOT, "jobs", "local.sh"), "2", "p-bicgstab", "convection_diffusion2d:40"],
+                         capture_output=True, text=True, timeout=300, env=clean_env())
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "p-bicgstab on convection_diffusion2d:40 (n=1600, 2 ranks): converged_rtol" in out.stdout
+
+
+def test_solve_command_reports_a_breakdown_with_a_nonzero_exit(tmp_path):
+    # an indefinite matrix given to CG: info < 0, exit status 1, the reason printed
+    path = tmp_path / "indefinite.mtx"
+    path.write_text("%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 1.0\n2 2 -1.0\n3 3 2.0\n")
+    out = subprocess.run([sys.executable, "-m", "pipekrylov", "solve", "--matrix", str(path), "--method", "cg"],
+                         capture_output=True, text=True, timeout=120, env=clean_env())
+    assert out.returncode == 1
+    assert "diverged_indefinite_mat" in out.stdout
