@@ -63,9 +63,7 @@ class PETScOperator:
     def __init__(self, mat):
         self.mat = mat
         self.comm = mat.getComm().tompi4py()
-        start, end = mat.getOwnershipRange()
-        ranges = self.comm.allgather((start, end))
-        self.partition = RowPartition(self.comm, [r[0] for r in ranges] + [ranges[-1][1]])
+        self.partition = _partition(mat, self.comm)
         self.shape = mat.getSize()
         self.spmv_time, self.spmv_count = 0.0, 0
 
@@ -115,15 +113,18 @@ def _wrapped(mat, *arrays):
             v.destroy()
 
 
+def _partition(mat, comm):
+    """PETSc's row ownership as a RowPartition.  Collective."""
+    ranges = comm.allgather(mat.getOwnershipRange())
+    return RowPartition(comm, [r[0] for r in ranges] + [ranges[-1][1]])
+
+
 def _operator(mat):
     """AIJ matrices become a DistributedCSR (measured faster: benchmarks/spmv.py);
     others are applied by MatMult."""
     if mat.getType() in ("seqaij", "mpiaij", "aij"):
         from .matrix.distributed import DistributedCSR
-        comm = mat.getComm().tompi4py()
-        start, end = mat.getOwnershipRange()
-        ranges = comm.allgather((start, end))
-        partition = RowPartition(comm, [r[0] for r in ranges] + [ranges[-1][1]])
+        partition = _partition(mat, mat.getComm().tompi4py())
         indptr, indices, data = mat.getValuesCSR()
         return DistributedCSR.from_local_rows(partition, indptr, indices, data, mat.getSize()[1])
     return PETScOperator(mat)

@@ -28,7 +28,7 @@ def _resolve(version, word):
 class _Segment:
     """The fused update kernel of one segment."""
 
-    def __init__(self, sched, k, extra_pairs=()):
+    def __init__(self, sched, k):
         aux = sched.reductions.auxiliaries
         sym = aux.symbolic
         self.k = k
@@ -36,7 +36,7 @@ class _Segment:
         late = [img for seg, img in aux.late if seg == k]
         new = [img for img in aux.maintained if img.version.segment == k]
         nxt = (k + 1) % K
-        self.pairs = list(sched.reductions.pairs[nxt]) + list(extra_pairs if nxt == 0 else ())
+        self.pairs = list(sched.reductions.pairs[nxt])
         end = sym.current[k + 1] if k + 1 < K else {s: sym.final[s] for s in sym.method.state}
         loads, stores, scalars, lines = [], [], [], []
         computed = {}
@@ -115,18 +115,8 @@ class GeneratedSolver:
         aux = sched.reductions.auxiliaries
         self.sym = sym = aux.symbolic
         self.method = sym.method
-        self.extra_pairs = []
-        self.segments = [_Segment(sched, k, self.extra_pairs) for k in range(len(sym.segments))]
-        finals = {id(v) for v in sym.final.values()}
-        seeded = [img for seg, img in aux.direct if id(img.version) in finals and seg > img.version.segment]
-        starts = {img for img in aux.maintained if img.word and id(img.version) in finals} | set(seeded)
-        for img in list(starts):  # a chain of applications needs every link
-            while img.word:
-                starts.add(img)
-                img = img.parent
-        # Every rank must apply the operators in the same order (each application is a
-        # halo exchange with the neighbours): sort on something the same in every process.
-        self.start_images = sorted(starts, key=lambda i: (len(i.word), i.version.id, i.word))
+        self.segments = [_Segment(sched, k) for k in range(len(sym.segments))]
+        self.start_images = sched.start
         names = {_storage(img) for img in aux.maintained} | {_storage(img) for _, img in aux.direct}
         names |= {_storage(img) for _, img in aux.late} | set(self.method.state)
         names |= {_storage(img) for img in self.start_images}
@@ -283,8 +273,7 @@ class GeneratedSolver:
             self._apply(run, img.word[0], vec[_storage(img.parent)], vec[_storage(img)])
 
     def _first_dots(self, vec):
-        pairs = list(self.schedule.reductions.pairs[0]) + self.extra_pairs
-        return np.array([vec[_storage(a)] @ vec[_storage(b)] for a, b in pairs])
+        return np.array([vec[_storage(a)] @ vec[_storage(b)] for a, b in self.schedule.reductions.pairs[0]])
 
 
 def generate(sched):

@@ -528,9 +528,22 @@ def schedule(red):
                    for img in sorted(late, key=lambda i: len(i.word)) + new]
         phases.append(Phase(k, red.pairs[k], [img for seg, img in aux.direct if seg == k], red.scalars[k],
                             {n: checks[n] for n in checks if any(s.name == n for s in red.scalars[k])}, updates))
-    start = [img for img in aux.maintained if img.word and any(img.version is sym.final[s] for s in method.state)]
-    start = sorted(start, key=lambda i: (len(i.word), i.version.id, i.word))
-    return Schedule(method, red, phases, start, sym.carried)
+    return Schedule(method, red, phases, _start_images(aux), sym.carried)
+
+
+def _start_images(aux):
+    """The images at point 0 that start-up computes by direct application: the maintained
+    images of the states, those applied directly in a later segment of the last iteration
+    (still stored when the next one starts), and every link of their chains.  Sorted on
+    something the same in every process: each application is a halo exchange."""
+    finals = {id(v) for v in aux.symbolic.final.values()}
+    starts = {img for img in aux.maintained if img.word and id(img.version) in finals}
+    starts |= {img for seg, img in aux.direct if id(img.version) in finals and seg > img.version.segment}
+    for img in list(starts):
+        while img.word:
+            starts.add(img)
+            img = img.parent
+    return sorted(starts, key=lambda i: (len(i.word), i.version.id, i.word))
 
 
 def _recurrence(sym, img, stored):
