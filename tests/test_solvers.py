@@ -73,7 +73,9 @@ def test_against_scipy(comm, method, name):
         cond = COND[name] if name in COND else np.linalg.cond(A.toarray())
         assert rel(x, x_ref) <= 10 * cond * RTOL
     else:
-        assert abs(res.iterations - its_ref) <= max(2, 0.05 * its_ref), (res.iterations, its_ref)
+        # rounding decides: BiCGStab on anisotropic2d took 53 here, 56 on another CPU
+        # (scipy's dots come from the machine's BLAS, ours from Numba's vectorization)
+        assert abs(res.iterations - its_ref) <= max(3, 0.05 * its_ref), (res.iterations, its_ref)
 
 
 @pytest.mark.mpi

@@ -14,6 +14,7 @@ factors, each a number, a scalar name or a vector name: ``z = dinv*r``,
 ``w = w - 2*beta*s``.  ``print(kernel.source)`` shows the generated loop.
 """
 import re
+import threading
 
 import numpy as np
 
@@ -25,6 +26,7 @@ _TERM = re.compile(r"([+-]?)\s*([^+-]+)")
 _NAME = re.compile(r"^[A-Za-z_]\w*$")
 _NUMBER = re.compile(r"^\d+(\.\d*)?([eE][+-]?\d+)?$")
 _KERNELS = {}
+_KERNELS_LOCK = threading.Lock()
 
 
 class FusedKernel:
@@ -41,15 +43,13 @@ class FusedKernel:
         nvec = len(self.vectors)
         signature = "void(" + ", ".join(["float64[::1]"] * nvec + ["float64[::1]", "float64[::1]"]) + ")"
         self._compiled = compile_source(self.source, "fused", [signature])
-        self._coef = np.zeros(max(1, len(self.scalars)))
-        self._out = np.zeros(max(1, len(self.dots)))
 
     def __call__(self, vectors, scalars=None):
-        coef = self._coef
-        for k, name in enumerate(self.scalars):
-            coef[k] = scalars[name]
-        self._compiled(*[vectors[v] for v in self.vectors], coef, self._out)
-        return self._out[:len(self.dots)].copy()
+        # fresh small arrays per call: one kernel object serves every thread at once
+        coef = np.array([scalars[name] for name in self.scalars] or [0.0])
+        out = np.zeros(max(1, len(self.dots)))
+        self._compiled(*[vectors[v] for v in self.vectors], coef, out)
+        return out[:len(self.dots)]
 
     def __repr__(self):
         return f"FusedKernel({list(self.statements)!r}, dots={list(self.dots)!r})"
@@ -58,9 +58,10 @@ class FusedKernel:
 def fused_kernel(statements, dots=(), scalars=()):
     """The (cached) :class:`FusedKernel` for these statements and dots."""
     key = (tuple(statements), tuple(dots), tuple(scalars))
-    if key not in _KERNELS:
-        _KERNELS[key] = FusedKernel(*key)
-    return _KERNELS[key]
+    with _KERNELS_LOCK:
+        if key not in _KERNELS:
+            _KERNELS[key] = FusedKernel(*key)
+        return _KERNELS[key]
 
 
 def _parse(statements, scalars):

@@ -1,0 +1,1 @@
+"""Controllers: serial emulation, MPI (standard and pipelined), threads."""

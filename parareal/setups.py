@@ -1,0 +1,72 @@
+"""Named setups: a problem with its coarse and fine propagators and time interval.
+
+    setup = SETUPS["burgers"](n=40)
+    result = run_serial(setup.u0, setup.coarse, setup.fine, PararealConfig(24, setup.t_end, 4))
+"""
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+from .problems import Brusselator, Burgers3D, Heat, Lorenz
+from .propagators import RungeKutta, crank_nicolson, implicit_euler
+
+__all__ = ["Setup", "SETUPS", "make_setup"]
+
+
+@dataclass(frozen=True)
+class Setup:
+    name: str
+    u0: np.ndarray
+    coarse: Callable
+    fine: Callable
+    t_end: float
+    description: str
+    published: Optional[dict] = None  # {P: defects at k = 1, 2, ...} from the literature
+
+
+def burgers(n=40, nu=0.02, t_end=1.0, initial="pararealf90"):
+    """Ruprecht's study: coarse forward Euler dt = 1/192 with upwind advection and
+    2nd-order diffusion, fine SSP-RK3 dt = 1/240 with WENO5 and 4th-order diffusion."""
+    coarse = RungeKutta(Burgers3D(n, nu, order=1, initial=initial), "forward-euler", 1 / 192)
+    fine = RungeKutta(Burgers3D(n, nu, order=5, initial=initial), "ssp-rk3", 1 / 240)
+    study = (n, nu, t_end, initial) == (40, 0.02, 1.0, "pararealf90")
+    return Setup("burgers", Burgers3D(n, nu, initial=initial).initial_value(), coarse, fine,
+                 float(t_end), f"3D viscous Burgers {n}^3, nu={nu}: G = Euler/upwind dt 1/192, "
+                 "F = SSP-RK3/WENO5 dt 1/240",
+                 # Ruprecht 2017, the defect to the serial fine run at P = 24
+                 published={24: [9.1e-3, 1.1e-3, 1.4e-4, 1.6e-5]} if study else None)
+
+
+def heat(n=32, dim=2, nu=0.1, t_end=1.0):
+    """Coarse implicit Euler dt = 1/40, fine Crank-Nicolson dt = 1/400 (pipekrylov CG)."""
+    problem = Heat(n, dim, nu)
+    return Setup("heat", problem.initial_value(), implicit_euler(problem, 1 / 40),
+                 crank_nicolson(problem, 1 / 400), float(t_end),
+                 f"heat equation {n}^{dim}, nu={nu}: G = implicit Euler dt 1/40, "
+                 "F = Crank-Nicolson dt 1/400, linear solves by pipekrylov.cg")
+
+
+def lorenz(t_end=2.0):
+    """Coarse RK4 dt = 1/40, fine RK4 dt = 1/2000."""
+    problem = Lorenz()
+    return Setup("lorenz", problem.initial_value(), RungeKutta(problem, "rk4", 1 / 40),
+                 RungeKutta(problem, "rk4", 1 / 2000), float(t_end),
+                 "Lorenz system: G = RK4 dt 1/40, F = RK4 dt 1/2000")
+
+
+def brusselator(t_end=10.0):
+    """Coarse forward Euler dt = 1/10, fine RK4 dt = 1/200."""
+    problem = Brusselator()
+    return Setup("brusselator", problem.initial_value(),
+                 RungeKutta(problem, "forward-euler", 1 / 10), RungeKutta(problem, "rk4", 1 / 200),
+                 float(t_end), "Brusselator: G = forward Euler dt 1/10, F = RK4 dt 1/200")
+
+
+SETUPS = {"burgers": burgers, "heat": heat, "lorenz": lorenz, "brusselator": brusselator}
+
+
+def make_setup(name, **params):
+    if name not in SETUPS:
+        raise ValueError(f"unknown setup {name!r}; choose from {', '.join(SETUPS)}")
+    return SETUPS[name](**params)

@@ -1,0 +1,68 @@
+"""A Parareal run killed by SIGTERM resumes from its checkpoints to the identical result."""
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from test_cli import clean_env
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# about a second per fine run: long enough to be killed midway
+RUN = ["-m", "parareal", "run", "burgers", "--set", "n=40", "t_end=1.0", "--iterations", "3"]
+MODES = {"mpi": ["mpiexec", "-n", "4"], "threads": []}
+
+
+def command(mode, *extra):
+    prefix = MODES[mode]
+    return prefix + [sys.executable] + RUN + ["--mode", mode, "--slices", "4", *extra]
+
+
+def environment():
+    env = clean_env()
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1", NUMBA_NUM_THREADS="1")
+    return env
+
+
+def load(path):
+    data = np.load(path)
+    return data["u_end"], json.loads(str(data["summary"]))
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_killed_run_resumes_to_the_identical_result(tmp_path, mode):
+    env = environment()
+    reference = tmp_path / "reference.npz"
+    subprocess.run(command(mode, "--output", str(reference)), check=True, env=env, cwd=ROOT,
+                   timeout=300, capture_output=True)
+
+    checkpoints, resumed = tmp_path / "ckpt", tmp_path / "resumed.npz"
+    proc = subprocess.Popen(command(mode, "--checkpoint", str(checkpoints), "--output", str(resumed)),
+                            env=env, cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while not glob.glob(str(checkpoints / "slice*.it1.pkl")):  # after an iteration or so
+        assert proc.poll() is None, "the run ended before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGTERM)  # as a batch system's time limit does
+    assert proc.wait(timeout=60) != 0
+    assert not resumed.exists()
+    saved = glob.glob(str(checkpoints / "slice*.pkl"))
+    assert saved and not glob.glob(str(checkpoints / "*.tmp"))
+
+    out = subprocess.run(command(mode, "--checkpoint", str(checkpoints), "--output", str(resumed)),
+                         env=env, cwd=ROOT, timeout=300, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    u_ref, ref = load(reference)
+    u, summary = load(resumed)
+    assert summary["restarted_from"] >= 0, "the second run did not resume"
+    assert "resumed after iteration" in out.stdout
+    assert np.array_equal(u, u_ref)
+    assert not glob.glob(str(checkpoints / "slice*.pkl"))  # a finished run cleans up
