@@ -1,7 +1,7 @@
-"""Speedup bounds (Ruprecht 2017), the measured speedup beside them, and defect plots."""
+"""Speedup bounds (Ruprecht 2017) and defect plots."""
 import numpy as np
 
-__all__ = ["speedup_bound", "speedup_report", "plot_defects"]
+__all__ = ["speedup_bound", "plot_defects"]
 
 
 def speedup_bound(a, K, P, pipelined):
@@ -10,17 +10,6 @@ def speedup_bound(a, K, P, pipelined):
     Standard: ``1 / ((1 + K) a + K / P)``; pipelined: ``1 / ((1 + K / P) a + K / P)``.
     """
     return 1.0 / (((1 + K / P) if pipelined else (1 + K)) * a + K / P)
-
-
-def speedup_report(serial_fine_time, results, a):
-    """Rows ``(controller, K, P, time, measured speedup, bound, measured / bound)``."""
-    rows = []
-    for r in results:
-        P, K = len(r.converged_at), r.iterations
-        bound = speedup_bound(a, K, P, pipelined=r.controller.endswith("pipelined"))
-        speedup = serial_fine_time / r.wall_time
-        rows.append((r.controller, K, P, r.wall_time, speedup, bound, speedup / bound))
-    return rows
 
 
 def plot_defects(defects, path, title="Parareal defect per iteration", published=None):

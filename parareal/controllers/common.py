@@ -1,7 +1,7 @@
 """What every controller shares: the result, and the loop one slice runs in the parallel
 controllers (the serial emulation has its own loop over all slices: it is the oracle)."""
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -36,7 +36,6 @@ class PararealResult:
     wall_time: float
     restarted_from: int = -1
     history: Optional[dict] = None
-    extra: dict = field(default_factory=dict)
 
     @property
     def converged(self):
