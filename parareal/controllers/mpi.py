@@ -173,5 +173,5 @@ class _SliceSummary:
 
     def __init__(self, s):
         for key in ("index", "iteration", "converged_at", "changes", "fine_runs",
-                    "coarse_runs", "fine_time", "coarse_time", "history", "u_out"):
+                    "coarse_runs", "fine_time", "coarse_time", "history"):
             setattr(self, key, getattr(s, key))
