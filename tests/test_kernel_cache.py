@@ -44,8 +44,12 @@ k = fused_kernel(["y = y + {tag}*a*x"], dots=["y.y"], scalars=["a"])
 x, y = np.ones(10), np.zeros(10)
 assert k({{"x": x, "y": y}}, {{"a": 2.0}})[0] == 10 * (2 * {tag}) ** 2
 stats = k._compiled.stats
-print("HITS", MPI.COMM_WORLD.rank, stats.cache_hits and sum(stats.cache_hits.values()),
-      sum(stats.cache_misses.values()) if stats.cache_misses else 0)
+# One writer: lines printed by four ranks at once can interleave in mpiexec's stdout.
+rows = MPI.COMM_WORLD.gather((MPI.COMM_WORLD.rank, sum(stats.cache_hits.values()),
+                              sum(stats.cache_misses.values())))
+if rows is not None:
+    for row in rows:
+        print("HITS", *row)
 """
 
 
