@@ -8,6 +8,8 @@ import os
 import pickle
 import sys
 
+from pipekrylov.atomic import atomic_write
+
 __all__ = ["Hook", "Checkpoint", "PrintDefects", "restart_iteration", "resume"]
 
 
@@ -50,13 +52,9 @@ class Checkpoint(Hook):
         return os.path.join(self.directory, f"slice{index}.it{iteration}.pkl")
 
     def after_iteration(self, s):
-        path = self._path(s.index, s.iteration)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
-            pickle.dump(s.state(), f, protocol=pickle.HIGHEST_PROTOCOL)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        state = s.state()
+        atomic_write(self._path(s.index, s.iteration),
+                     lambda f: pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL))
 
     def saved(self, index):
         """``(last iteration saved, whether that state had converged)``, or ``(-1, False)``."""

@@ -9,7 +9,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from .problems import Brusselator, Burgers3D, Heat, Lorenz
-from .propagators import RungeKutta, crank_nicolson, implicit_euler
+from .propagators import RungeKutta, StencilEuler, crank_nicolson, implicit_euler
 
 __all__ = ["Setup", "SETUPS", "make_setup"]
 
@@ -38,13 +38,20 @@ def burgers(n=40, nu=0.02, t_end=1.0, initial="pararealf90"):
                  published={24: [9.1e-3, 1.1e-3, 1.4e-4, 1.6e-5]} if study else None)
 
 
-def heat(n=32, dim=2, nu=0.1, t_end=1.0):
-    """Coarse implicit Euler dt = 1/40, fine Crank-Nicolson dt = 1/400 (pipekrylov CG)."""
+def heat(n=32, dim=2, nu=0.1, t_end=1.0, fine="crank-nicolson"):
+    """Coarse implicit Euler dt = 1/40 (pipekrylov CG); fine Crank-Nicolson dt = 1/400, or
+    with ``fine="stencil"`` forward Euler dt = 1/1000 by the stencil package's kernels."""
     problem = Heat(n, dim, nu)
+    if fine == "stencil":
+        fine_propagator, fine_text = StencilEuler(problem, 1 / 1000), "forward Euler dt 1/1000 (stencil)"
+    elif fine == "crank-nicolson":
+        fine_propagator, fine_text = crank_nicolson(problem, 1 / 400), "Crank-Nicolson dt 1/400"
+    else:
+        raise ValueError(f"fine must be 'crank-nicolson' or 'stencil', not {fine!r}")
     return Setup("heat", problem.initial_value(), implicit_euler(problem, 1 / 40),
-                 crank_nicolson(problem, 1 / 400), float(t_end),
-                 f"heat equation {n}^{dim}, nu={nu}: G = implicit Euler dt 1/40, "
-                 "F = Crank-Nicolson dt 1/400, linear solves by pipekrylov.cg")
+                 fine_propagator, float(t_end),
+                 f"heat equation {n}^{dim}, nu={nu}: G = implicit Euler dt 1/40 (pipekrylov.cg), "
+                 f"F = {fine_text}")
 
 
 def lorenz(t_end=2.0):

@@ -48,8 +48,11 @@ def jit(signatures, **options):
     return decorate
 
 
-def compile_source(source, name, signatures):
+def compile_source(source, name, signatures, fastmath=FASTMATH):
     """Compile generated Python ``source`` defining ``name`` into a cached Numba kernel.
+
+    ``fastmath=False`` keeps IEEE semantics (no FMA contraction), for kernels that must
+    reproduce a reference bit for bit.
 
     The source is written to a file named by its hash (Numba caches only functions that
     live in a file), then imported and compiled under the lock.
@@ -71,4 +74,4 @@ def compile_source(source, name, signatures):
             module = importlib.util.module_from_spec(spec)
             sys.modules[name_in_modules] = module
             spec.loader.exec_module(module)
-        return numba.njit(signatures, cache=True, nogil=True, fastmath=FASTMATH)(getattr(module, name))
+        return numba.njit(signatures, cache=True, nogil=True, fastmath=fastmath)(getattr(module, name))

@@ -1,0 +1,59 @@
+"""The roofline of a stencil kernel: bytes per lattice update, STREAM bandwidth, the bound.
+
+STREAM counts 16 B per element of a copy (read a, write b), but a cache-based machine
+also reads b before writing it (write-allocate), so the memory moves 24 B.  A streaming
+Jacobi sweep moves the same per lattice update (read u, write u' and its allocate: 24 B;
+32 B with a coefficient field), hence the memory bound of a non-blocked sweep:
+
+    bound = (1.5 * copy bandwidth as STREAM reports it) / (bytes per update)
+
+which for constant coefficients is just the copy's element rate, whether or not the
+machine avoids the write-allocate (then copy and sweep both move 16 B).  Temporal
+blocking over T steps divides the bytes per update by T until the in-core rate (a sweep
+of a grid that fits in cache) becomes the limit instead.
+"""
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
+import numpy as np
+
+__all__ = ["stream", "memory_bound"]
+
+
+# Loops from 0 over whole (sliced) arrays: with a start Numba cannot prove non-negative,
+# the negative-index test stays in the loop and blocks vectorization.
+@numba.njit(nogil=True, cache=True)
+def _copy(a, b):
+    for i in range(a.size):
+        b[i] = a[i]
+
+
+@numba.njit(nogil=True, cache=True)
+def _triad(a, b, c, s):
+    for i in range(a.size):
+        a[i] = b[i] + s * c[i]
+
+
+def stream(threads=2, nbytes=2 ** 30, repeat=5):
+    """STREAM copy and triad bandwidth in bytes/s as STREAM counts them (16 and 24 B per
+    element), best of ``repeat``, with ``threads`` threads on arrays of ``nbytes`` each."""
+    n = nbytes // 8
+    a, b, c = np.ones(n), np.full(n, 2.0), np.full(n, 0.5)
+    parts = [slice(n * t // threads, n * (t + 1) // threads) for t in range(threads)]
+    with ThreadPoolExecutor(threads) as pool:
+        def timed(kernel, *arrays):
+            best = np.inf
+            for _ in range(repeat + 1):       # the first run compiles and faults the pages in
+                start = time.perf_counter()
+                list(pool.map(lambda part: kernel(*(x[part] for x in arrays)), parts))
+                best = min(best, time.perf_counter() - start)
+            return best
+        copy = 16 * n / timed(_copy, a, b)
+        triad = 24 * n / timed(lambda x, y, z: _triad(x, y, z, 3.0), a, b, c)
+    return {"copy": copy, "triad": triad}
+
+
+def memory_bound(copy_bandwidth, bytes_per_update):
+    """Lattice updates per second a streaming sweep cannot exceed (see the module docstring)."""
+    return 1.5 * copy_bandwidth / bytes_per_update

@@ -1,0 +1,258 @@
+"""stencil: every kernel and scheduler against the numpy reference, bad input, the
+distributed slab at 1 to 4 ranks, checkpoint/resume, and the Parareal heat propagator."""
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from stencil import (Checkpoint, PipelinedBlocking, Stencil, Sweep, advance, autotune,
+                     gather_layers, kernel_source, layer_partition, reference_run,
+                     reference_step, scatter_layers)
+
+# grid sizes that are no multiple of any block size below
+SHAPES = {2: (29, 23), 3: (19, 13, 11)}
+SCHEDULERS = [Sweep(1), Sweep(2, rows_per_block=4), Sweep(2, steps_per_pass=3),
+              PipelinedBlocking(1, 1, 1), PipelinedBlocking(1, 3, 4), PipelinedBlocking(2, 1, 2),
+              PipelinedBlocking(2, 4, 4, rows_per_block=3), PipelinedBlocking(2, 3, 7),
+              PipelinedBlocking(3, 2, 5)]
+STEPS = 9   # not a multiple of any steps_per_pass above: a short last pass
+
+
+def make_stencil(ndim, boundary, variable, shape, seed=0):
+    if variable:
+        field = 0.05 + 0.1 * np.random.default_rng(seed).random(shape)   # a <= 1/(2 ndim)
+        return Stencil(ndim, boundary, coefficient=field)
+    return Stencil.heat(ndim, 0.12, boundary)
+
+
+CASES = [(ndim, boundary, variable) for ndim in (2, 3) for boundary in ("dirichlet", "periodic")
+         for variable in (False, True)]
+
+
+def case_id(case):
+    ndim, boundary, variable = case
+    return f"{ndim}d-{boundary}-{'variable' if variable else 'constant'}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("scheduler", SCHEDULERS, ids=repr)
+def test_every_scheduler_equals_the_numpy_reference_bit_for_bit(case, scheduler):
+    ndim, boundary, variable = case
+    shape = SHAPES[ndim]
+    u = np.random.default_rng(1).random(shape)
+    stencil = make_stencil(ndim, boundary, variable, shape)
+    expected = reference_run(u, stencil, STEPS)
+    result = advance(u, stencil, STEPS, scheduler=scheduler)
+    assert np.array_equal(result, expected)
+    assert not np.array_equal(result, u)
+
+
+def test_reference_is_the_heat_equation_forward_euler_step():
+    """Independent check of the reference: the 5-point Laplacian as a sparse matrix."""
+    import scipy.sparse as sp
+    n, c = 12, 0.2
+    u = np.random.default_rng(2).random((n, n))
+    d1 = sp.diags([1.0, -2.0, 1.0], [-1, 0, 1], shape=(n - 2, n - 2))
+    lap = sp.kron(d1, sp.identity(n - 2)) + sp.kron(sp.identity(n - 2), d1)
+    boundary = np.zeros((n, n))
+    boundary[[0, -1], :], boundary[:, [0, -1]] = u[[0, -1], :], u[:, [0, -1]]
+    # Dirichlet data enter through the neighbours of the first interior points
+    coupling = (boundary[:-2, 1:-1] + boundary[2:, 1:-1] + boundary[1:-1, :-2] + boundary[1:-1, 2:])
+    interior = u[1:-1, 1:-1].ravel()
+    expected = interior + c * (lap @ interior + coupling.ravel())
+    got = reference_step(u, Stencil.heat(2, c))
+    assert np.allclose(got[1:-1, 1:-1].ravel(), expected, rtol=1e-14, atol=1e-15)
+    assert np.array_equal(got[0], u[0]) and np.array_equal(got[:, -1], u[:, -1])
+
+
+def test_periodic_reference_conserves_the_sum_and_uses_wrapped_neighbours():
+    u = np.zeros((7, 6, 5))
+    u[0, 0, 0] = 1.0
+    v = reference_step(u, Stencil.heat(3, 0.1, "periodic"))
+    assert v[-1, 0, 0] == v[1, 0, 0] == v[0, -1, 0] == v[0, 0, -1] == pytest.approx(0.1)
+    assert v.sum() == pytest.approx(1.0, rel=1e-14)
+
+
+def test_generated_kernel_source_is_readable():
+    source = kernel_source(3, periodic=False, variable=False)
+    assert "def layers(src, dst, a, c0, c1, k0, k1, rows_per_block):" in source
+    assert "c0*c[i] + c1*(((((c[i - 1] + c[i + 1]) + s[i]) + n[i]) + b[i]) + t[i])" in source
+    assert "w[0]" not in source            # Dirichlet: the end points stay fixed
+    assert "w[nx - 1]" in kernel_source(2, periodic=True, variable=True)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: Stencil(4), "ndim"),
+    (lambda: Stencil(2, "neumann"), "boundary"),
+    (lambda: Stencil(2, c0=np.nan, c1=1.0), "finite"),
+    (lambda: Stencil.heat(3, 0.2), "unstable"),
+    (lambda: Stencil(2, coefficient=np.ones((3, 3, 3))), "dimensions"),
+    (lambda: Stencil(2, coefficient=np.full((4, 4), np.inf)), "non-finite"),
+    (lambda: PipelinedBlocking(block=0), "positive"),
+    (lambda: Sweep(threads=1.5), "positive"),
+])
+def test_bad_parameters_raise_clear_errors(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+@pytest.mark.parametrize("grid, stencil, steps, message", [
+    (np.ones((5, 5)), Stencil.heat(3, 0.1), 1, "dimensions"),
+    (np.ones((5, 2)), Stencil.heat(2, 0.1), 1, "too small"),
+    (np.full((5, 5), np.nan), Stencil.heat(2, 0.1), 1, "non-finite"),
+    (np.ones((5, 5)), Stencil(2, coefficient=np.ones((6, 5))), 1, "coefficient"),
+    (np.ones((5, 5)), Stencil.heat(2, 0.1), -1, "steps"),
+    (np.ones((5, 5)), Stencil.heat(2, 0.1), 2.5, "steps"),
+])
+def test_bad_input_raises_and_leaves_the_grid_alone(grid, stencil, steps, message):
+    before = grid.copy()
+    with pytest.raises(ValueError, match=message):
+        advance(grid, stencil, steps)
+    assert np.array_equal(grid, before, equal_nan=True)
+
+
+def test_input_grid_is_not_modified_and_zero_steps_copy():
+    u = np.random.default_rng(3).random((9, 9))
+    before = u.copy()
+    advance(u, Stencil.heat(2, 0.1), 5)
+    assert np.array_equal(u, before)
+    same = advance(u, Stencil.heat(2, 0.1), 0)
+    assert np.array_equal(same, u) and same is not u
+
+
+def test_a_failing_kernel_stops_the_whole_team(monkeypatch):
+    """An exception in one thread of the team must not leave the others waiting."""
+    from stencil.slab import Slab
+    calls = []
+    original = Slab.update
+
+    def failing(self, step, k0, k1, rows):
+        calls.append(step)
+        if step == 1:
+            raise RuntimeError("kernel failed")
+        return original(self, step, k0, k1, rows)
+    monkeypatch.setattr(Slab, "update", failing)
+    with pytest.raises(RuntimeError, match="kernel failed"):
+        advance(np.ones((40, 12)), Stencil.heat(2, 0.1), 8,
+                scheduler=PipelinedBlocking(team=2, block=2, steps_per_pass=8))
+
+
+def test_autotune_returns_the_fastest_candidate_and_it_is_correct():
+    stencil = Stencil.heat(3, 0.1)
+    options = [PipelinedBlocking(2, b, t) for b in (1, 4) for t in (2, 4)]
+    best, table = autotune((24, 20, 20), stencil, options)
+    assert best in options and [row[0] for row in table].count(best) == 1
+    assert table[0][0] is best and all(t > 0 for _, t in table)
+    assert [t for _, t in table] == sorted(t for _, t in table)
+    u = np.random.default_rng(4).random((24, 20, 20))
+    assert np.array_equal(advance(u, stencil, 6, scheduler=best), reference_run(u, stencil, 6))
+
+
+def test_checkpoint_resume_equals_an_uninterrupted_run(tmp_path):
+    u = np.random.default_rng(5).random((30, 17))
+    stencil = Stencil.heat(2, 0.2, "periodic")
+    scheduler = PipelinedBlocking(2, 3, 4)
+    expected = reference_run(u, stencil, 23)
+    # a run that stops after 12 steps (as if killed) leaves its checkpoint behind
+    part = advance(u, stencil, 12, scheduler=scheduler, checkpoint=Checkpoint(str(tmp_path), 4))
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["run.json", "step000000012.rank0.npy"]
+    seen = []
+    resumed = advance(u, stencil, 23, scheduler=scheduler, checkpoint=Checkpoint(str(tmp_path), 4),
+                      callback=lambda step, owned: seen.append(step))
+    assert seen[0] == 16                    # it started from step 12, not from 0
+    assert np.array_equal(resumed, expected)
+    assert np.array_equal(part, reference_run(u, stencil, 12))
+
+
+def test_checkpoint_of_another_run_is_refused(tmp_path):
+    u = np.random.default_rng(6).random((12, 12))
+    advance(u, Stencil.heat(2, 0.1), 4, checkpoint=Checkpoint(str(tmp_path), 2))
+    with pytest.raises(ValueError, match="another run"):
+        advance(u, Stencil.heat(2, 0.2), 4, checkpoint=Checkpoint(str(tmp_path), 2))
+
+
+def test_parareal_heat_fine_propagator_runs_on_the_stencil_kernels():
+    """StencilEuler equals forward Euler through the sparse Laplacian (an independent
+    implementation) and serves as Parareal's fine propagator."""
+    from parareal import PararealConfig, run_serial
+    from parareal.problems import Heat
+    from parareal.propagators import RungeKutta, StencilEuler
+    from parareal.setups import make_setup
+    for dim in (2, 3):
+        problem = Heat(n=10, dim=dim, nu=0.1)
+        u0 = problem.initial_value()
+        got = StencilEuler(problem, 1 / 1000, PipelinedBlocking(2, 2, 4))(u0, 0.0, 0.05)
+        expected = RungeKutta(problem, "forward-euler", 1 / 1000)(u0, 0.0, 0.05)
+        assert np.allclose(got, expected, rtol=1e-12, atol=1e-14 * np.abs(expected).max())
+    setup = make_setup("heat", n=12, t_end=0.2, fine="stencil")
+    with pytest.warns(RuntimeWarning, match="cannot be faster"):
+        result = run_serial(setup.u0, setup.coarse, setup.fine, PararealConfig(4, setup.t_end, 4))
+    fine = setup.u0
+    for k in range(4):
+        fine = setup.fine(fine, 0.05 * k, 0.05 * (k + 1))
+    assert np.array_equal(result.u_end, fine)          # K = P: the serial fine run exactly
+
+
+# ---- the distributed slab: the same test body at 1, 2 and 4 ranks -------------------
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("scheduler", [Sweep(2), PipelinedBlocking(2, 2, 3), PipelinedBlocking(1, 3, 1)],
+                         ids=repr)
+def test_hybrid_mpi_equals_the_reference(comm, case, scheduler):
+    ndim, boundary, variable = case
+    shape = (4 * 5 + 3,) + SHAPES[ndim][1:]     # >= halo depth 3 on 4 ranks, not divisible
+    u = np.random.default_rng(7).random(shape)
+    stencil = make_stencil(ndim, boundary, variable, shape)
+    part = layer_partition(comm, shape[0])
+    local = u[part.start:part.end].copy()
+    if variable:
+        stencil = Stencil(ndim, boundary, coefficient=stencil.coefficient[part.start:part.end])
+    result = advance(local, stencil, STEPS, scheduler=scheduler, comm=comm)
+    full = make_stencil(ndim, boundary, variable, shape)
+    assert np.array_equal(result, reference_run(u, full, STEPS)[part.start:part.end])
+
+
+@pytest.mark.mpi
+def test_scatter_and_gather_round_trip(comm):
+    grid = np.arange(7 * 5 * 3, dtype=float).reshape(7, 5, 3) if comm.rank == 0 else None
+    local = scatter_layers(comm, grid)
+    part = layer_partition(comm, 7)
+    assert local.shape == (part.nlocal, 5, 3)
+    back = gather_layers(comm, local)
+    if comm.rank == 0:
+        assert np.array_equal(back, grid)
+    else:
+        assert back is None
+
+
+@pytest.mark.mpi(min_size=2)
+def test_too_many_ranks_for_the_halo_depth_is_an_error_on_every_rank(comm):
+    part = layer_partition(comm, 2 * comm.size + 1)   # 2 or 3 layers per rank
+    u = np.ones((part.nlocal, 6))
+    with pytest.raises(ValueError, match="halo depth"):
+        advance(u, Stencil.heat(2, 0.1), 4, scheduler=PipelinedBlocking(2, 1, 4), comm=comm)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_bad_input_on_one_rank_is_an_error_on_every_rank(comm):
+    u = np.ones((6, 6))
+    if comm.rank == comm.size - 1:
+        u[2, 2] = np.nan
+    with pytest.raises(ValueError, match="non-finite"):
+        advance(u, Stencil.heat(2, 0.1), 2, comm=comm)
+
+
+@pytest.mark.mpi
+def test_distributed_checkpoint_resumes_bit_for_bit(comm, tmp_path_factory):
+    directory = comm.bcast(str(tmp_path_factory.mktemp("ckpt")) if comm.rank == 0 else None)
+    shape = (4 * comm.size + 5, 9, 8)
+    u = np.random.default_rng(8).random(shape)
+    stencil = Stencil.heat(3, 0.1, "periodic")
+    part = layer_partition(comm, shape[0])
+    local = u[part.start:part.end].copy()
+    scheduler = PipelinedBlocking(2, 2, 2)
+    advance(local, stencil, 6, scheduler=scheduler, comm=comm, checkpoint=Checkpoint(directory, 3))
+    result = advance(local, stencil, 10, scheduler=scheduler, comm=comm,
+                     checkpoint=Checkpoint(directory, 3))
+    assert np.array_equal(result, reference_run(u, stencil, 10)[part.start:part.end])

@@ -1,0 +1,47 @@
+"""A stencil run killed by SIGTERM resumes from its checkpoint to the identical grid."""
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from test_parareal_restart import environment
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN = ["-m", "stencil", "run", "--ndim", "3", "--n", "128", "--steps", "4000",
+       "--scheduler", "blocked", "--steps-per-pass", "4", "--boundary", "periodic"]
+LAUNCH = {1: [], 2: ["mpiexec", "-n", "2"]}
+
+
+@pytest.mark.parametrize("ranks", sorted(LAUNCH))
+def test_killed_stencil_run_resumes_to_the_identical_grid(tmp_path, ranks):
+    env = environment()
+    command = LAUNCH[ranks] + [sys.executable] + RUN
+    reference = tmp_path / "reference.npy"
+    subprocess.run(command + ["--output", str(reference)], check=True, env=env, cwd=ROOT,
+                   timeout=300, capture_output=True)
+
+    checkpoints, resumed = tmp_path / "ckpt", tmp_path / "resumed.npy"
+    resume = command + ["--checkpoint", str(checkpoints), "--checkpoint-every", "200",
+                        "--output", str(resumed)]
+    proc = subprocess.Popen(resume, env=env, cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while not glob.glob(str(checkpoints / "step*.rank0.npy")):
+        assert proc.poll() is None, "the run ended before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=60) != 0
+    assert not resumed.exists() and not glob.glob(str(checkpoints / "*.tmp"))
+
+    out = subprocess.run(resume, env=env, cwd=ROOT, timeout=300, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert np.array_equal(np.load(resumed), np.load(reference))
+    resumed_from = int(out.stdout.split("resumed from the checkpoint of step ")[1].split()[0])
+    assert 0 < resumed_from < 4000
+    assert len(glob.glob(str(checkpoints / "step*.npy"))) == ranks   # older ones removed
