@@ -53,8 +53,8 @@ def main():
                  rate(shape, stencil, sweep, args.steps, u), stencil.bytes_per_update))
     small = (64, 64, 64)     # 1 MB per thread and array: the in-core ceiling, from L2
     rows.append(("sweep in cache (64^3)", rate(small, stencil if not args.variable else
-                 Stencil(3, coefficient=stencil.coefficient[:64, :64, :64].copy()), sweep,
-                 200 * args.steps, u[:64, :64, :64].copy()), None))
+                 Stencil(3, coefficient=stencil.coefficient[:64, :64, :64].copy()),
+                 Sweep(args.threads, steps_per_pass=100), 2000, u[:64, :64, :64].copy()), None))
     slab = (8 * args.threads * 4 + 16,) + shape[1:]
     slab_updates = np.prod(np.subtract(slab, 2))
     best, table = autotune(slab, stencil,
