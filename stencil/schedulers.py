@@ -40,6 +40,11 @@ class Sweep:
         _positive(self, "threads", "rows_per_block", "steps_per_pass")
 
     def run_pass(self, slab, steps):
+        if self.threads == 1:       # no hand-off: Parareal runs many of these side by side
+            for step in range(steps):
+                slab.update(step, *slab.update_range(step, steps), self.rows_per_block)
+            slab.finish_pass(steps)
+            return
         with ThreadPoolExecutor(self.threads) as pool:
             for step in range(steps):
                 lo, hi = slab.update_range(step, steps)
