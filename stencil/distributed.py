@@ -60,12 +60,10 @@ def exchange_halos(comm, slab, arrays=None):
     # Upward: my top owned layers become the ghosts below my upper neighbour.
     upward = np.ascontiguousarray(source[end - d:end]) if slab.above else np.empty(0)
     from_below = np.empty_like(source[:slab.below])
-    comm.Sendrecv(upward, dest=above if slab.above else MPI.PROC_NULL, sendtag=1,
-                  recvbuf=from_below, source=below if slab.below else MPI.PROC_NULL, recvtag=1)
+    comm.Sendrecv(upward, dest=above, sendtag=1, recvbuf=from_below, source=below, recvtag=1)
     downward = np.ascontiguousarray(source[first:first + d]) if slab.below else np.empty(0)
     from_above = np.empty_like(source[end:])
-    comm.Sendrecv(downward, dest=below if slab.below else MPI.PROC_NULL, sendtag=2,
-                  recvbuf=from_above, source=above if slab.above else MPI.PROC_NULL, recvtag=2)
+    comm.Sendrecv(downward, dest=below, sendtag=2, recvbuf=from_above, source=above, recvtag=2)
     for array in arrays:
         array[:slab.below] = from_below
         array[end:] = from_above

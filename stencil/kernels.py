@@ -17,18 +17,12 @@ The source is generated per (ndim, boundary, coefficient form), can be printed w
 fast-math, so the additions happen in the reference's order (no FMA contraction) and the
 results are bit for bit those of :mod:`stencil.reference`.
 """
-import threading
-
 import numba
 import numpy as np
 
 from pipekrylov.kernels.compile import compile_source
 
 __all__ = ["layer_kernel", "kernel_source", "dummy_coefficient"]
-
-_KERNELS = {}
-_LOCK = threading.Lock()
-
 
 def _update(ndim, variable, centre, neighbours, a):
     total = neighbours[0]
@@ -81,16 +75,12 @@ def kernel_source(ndim, periodic, variable):
 
 
 def layer_kernel(ndim, periodic, variable):
-    """The compiled layer kernel (cached per process and on disk); thread-safe, releases the GIL."""
-    key = (ndim, bool(periodic), bool(variable))
-    with _LOCK:
-        if key not in _KERNELS:
-            array = numba.types.Array(numba.float64, ndim, "C")
-            signature = numba.void(array, array, array, numba.float64, numba.float64,
-                                   numba.int64, numba.int64, numba.int64)
-            _KERNELS[key] = compile_source(kernel_source(*key), "layers", [signature],
-                                           fastmath=False)
-        return _KERNELS[key]
+    """The compiled layer kernel (compiled once per process and machine); releases the GIL."""
+    array = numba.types.Array(numba.float64, ndim, "C")
+    signature = numba.void(array, array, array, numba.float64, numba.float64,
+                           numba.int64, numba.int64, numba.int64)
+    return compile_source(kernel_source(ndim, periodic, variable), "layers", [signature],
+                          fastmath=False)
 
 
 def dummy_coefficient(ndim):

@@ -51,10 +51,10 @@ def advance(u, stencil, steps, *, scheduler=None, comm=None, checkpoint=None, ca
             raise ValueError(f"ranks hold layers of different shapes: {shapes}")
         if sum(s[0] for s in shapes) < 3:
             raise ValueError(f"the grid has {sum(s[0] for s in shapes)} layers; at least 3 are needed")
-    slab = make_slab(comm, u.astype(np.float64), stencil, scheduler.steps_per_pass)
+    slab = make_slab(comm, u, stencil, scheduler.steps_per_pass)   # copies u into its buffers
     step = 0
     if checkpoint is not None:
-        identity = {"layers": comm.allgather(u.shape[0]), "layer_shape": list(u.shape[1:]),
+        identity = {"layers": [s[0] for s in shapes], "layer_shape": list(u.shape[1:]),
                     "stencil": stencil.describe()}
         step = checkpoint.restore(comm, identity, slab.owned)
     while step < steps:

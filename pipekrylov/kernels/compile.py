@@ -14,9 +14,12 @@ from contextlib import contextmanager
 
 import numba
 
+from ..atomic import atomic_write
+
 __all__ = ["cache_dir", "cache_lock", "jit", "compile_source"]
 
-FASTMATH = {"reassoc", "contract", "nsz", "arcp"}  # vectorized reductions; NaN still propagates
+FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
+_COMPILED = {}  # vectorized reductions; NaN still propagates
 
 
 def cache_dir():
@@ -55,16 +58,20 @@ def compile_source(source, name, signatures, fastmath=FASTMATH):
     reproduce a reference bit for bit.
 
     The source is written to a file named by its hash (Numba caches only functions that
-    live in a file), then imported and compiled under the lock.
+    live in a file), then imported and compiled under the lock; a process compiles each
+    (source, signatures, fastmath) once and returns the same kernel afterwards.
     """
     digest = hashlib.sha256(source.encode()).hexdigest()[:20]
+    key = (digest, name, repr(signatures),
+           repr(sorted(fastmath) if isinstance(fastmath, (set, frozenset)) else fastmath))
+    if key in _COMPILED:
+        return _COMPILED[key]
     path = os.path.join(cache_dir(), f"kernel_{digest}.py")
-    with cache_lock():
+    with cache_lock():      # also serializes this process's threads (flock per open file)
+        if key in _COMPILED:
+            return _COMPILED[key]
         if not os.path.exists(path):
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w") as f:
-                f.write(source)
-            os.replace(tmp, path)
+            atomic_write(path, lambda f: f.write(source), mode="w")
         name_in_modules = f"pipekrylov_kernel_{digest}"
         module = sys.modules.get(name_in_modules)
         if module is None:
@@ -74,4 +81,6 @@ def compile_source(source, name, signatures, fastmath=FASTMATH):
             module = importlib.util.module_from_spec(spec)
             sys.modules[name_in_modules] = module
             spec.loader.exec_module(module)
-        return numba.njit(signatures, cache=True, nogil=True, fastmath=fastmath)(getattr(module, name))
+        kernel = numba.njit(signatures, cache=True, nogil=True, fastmath=fastmath)(getattr(module, name))
+        _COMPILED[key] = kernel
+        return kernel
