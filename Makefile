@@ -13,6 +13,7 @@ env:
 	@VENV=$(VENV) bash tools/setup_env.sh
 
 test: env
+	@bash tools/setup_env.sh --slurm
 	$(PY) tools/run_tests.py --sizes $(SIZES)
 
 demo: env

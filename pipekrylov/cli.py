@@ -1,12 +1,16 @@
 """Command line: ``python -m pipekrylov <command>`` (also the ``pipekrylov`` script).
 
     solve   one solve: a generated problem or a matrix file, any method; rank 0 prints
+    bench   one solve's time per iteration split into SpMV, PC, reductions, vector updates
+    scaling a strong-scaling series (``run``) or its results (``collect``): CSV, JSON, PNG
+    model   the performance model: time per iteration and best depth up to 10^5 ranks
     derive  print the pipelined variant the framework derives from a base method
     demo    the main job: classic solvers at 1 and 2 ranks, with and without an
             injected reduction latency; prints a table (this is ``make demo``)
 """
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -30,10 +34,10 @@ def build_problem(comm, problem, matrix):
     return getattr(mat, name)(comm, int(n or 100)), problem
 
 
-def solve_command(args):
+def solve_record(args, comm):
+    """One solve as the JSON-able record that ``solve --json`` prints.  Collective."""
     from mpi4py import MPI
     import pipekrylov as pk
-    comm = MPI.COMM_WORLD
     A, label = build_problem(comm, args.problem, args.matrix)
     # b = A * ones, so the error is measurable and every method has the same target
     b = A.matvec(np.ones(A.partition.nlocal))
@@ -50,15 +54,75 @@ def solve_command(args):
               "reason": res.reason, "info": res.info, "true_residual": true_residual,
               **{k: comm.allreduce(v, op=MPI.MAX) for k, v in res.timings.items()}}
     record["time_per_iteration"] = record["total"] / max(res.iterations, 1)
+    return record
+
+
+def check_ranks(comm, expected):
+    """Fail unless the communicator has the ranks the launcher was asked for (a launcher
+    built for another MPI starts N one-rank jobs instead of one N-rank job)."""
+    if expected is not None and comm.size != expected:
+        print(f"error: MPI_COMM_WORLD has {comm.size} rank(s), {expected} were requested: "
+              "does the launcher match the MPI that mpi4py uses?", file=sys.stderr)
+        return False
+    return True
+
+
+def solve_command(args):
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    if not check_ranks(comm, args.expect_ranks):
+        return 2
+    record = solve_record(args, comm)
     if comm.rank == 0:
         if args.json:
             print(json.dumps(record))
         else:
-            print(f"{args.method} on {label} (n={A.shape[0]}, {comm.size} ranks): {res.reason} in "
-                  f"{res.iterations} iterations, true relative residual {true_residual:.2e}, "
+            print(f"{args.method} on {record['problem']} (n={record['n']}, {comm.size} ranks): "
+                  f"{record['reason']} in {record['iterations']} iterations, true relative "
+                  f"residual {record['true_residual']:.2e}, "
                   f"{record['time_per_iteration'] * 1e3:.3f} ms/iteration, "
                   f"{record['reductions_blocked'] * 1e3:.1f} ms blocked in reductions")
-    return 0 if res.info == 0 else 1
+    return 0 if record["info"] == 0 else 1
+
+
+def bench_command(args):
+    """The fastest of ``--repeat`` solves, its time per iteration split into parts."""
+    from mpi4py import MPI
+    from .scaling import PARTS, collect
+    comm = MPI.COMM_WORLD
+    if not check_ranks(comm, args.expect_ranks):
+        return 2
+    records = [solve_record(args, comm) for _ in range(args.repeat)]
+    row = collect(records)[0]
+    if comm.rank == 0:
+        total = row["time_per_iteration"]
+        print(f"{args.method} on {row['problem']} (n={row['n']}), {comm.size} ranks, "
+              f"{row['iterations']} iterations, best of {args.repeat}: {total * 1e3:.3f} ms/iteration")
+        for part, text in zip(PARTS, ("SpMV", "preconditioner", "blocked in reductions",
+                                      "vector updates and the rest")):
+            print(f"  {text:30s} {row[part] * 1e3:9.3f} ms/it  {row[part] / total:6.1%}")
+    return 0
+
+
+def scaling_command(args):
+    from .scaling import collect, read_records, run_series, write_outputs
+    if args.action == "run":
+        solve_args = ["--problem", args.problem, "--rtol", str(args.rtol),
+                      "--latency", str(args.latency)]
+        solve_args += ["--pc", args.pc] if args.pc else []
+        solve_args += ["--maxiter", str(args.maxiter)] if args.maxiter else []
+        run_series(args.ranks, args.methods, solve_args, args.output, args.launcher)
+        sources = [args.output]
+    else:
+        sources = args.sources
+    rows = collect(read_records(sources))
+    for path in write_outputs(rows, args.output, args.title):
+        print("wrote", path)
+    print(f"{'series':32s} {'ranks':>5s} {'its':>5s} {'ms/it':>9s} {'speedup':>8s} {'eff.':>6s}")
+    for row in rows:
+        print(f"{row['series']:32s} {row['ranks']:5d} {row['iterations']:5d} "
+              f"{row['time_per_iteration'] * 1e3:9.3f} {row['speedup']:8.2f} {row['efficiency']:6.2f}")
+    return 0
 
 
 def demo_command(args):
@@ -93,10 +157,88 @@ def demo_command(args):
         print(f"| {r['method']} | {r['ranks']} | {r['latency'] * 1e3:.1f} | {r['iterations']} | "
               f"{r['reason']} | {r['true_residual']:.1e} | {r['time_per_iteration'] * 1e3:.3f} | "
               f"{r['spmv'] / its * 1e3:.3f} | {r['reductions_blocked'] / its * 1e3:.3f} |")
+    from .scaling import collect, write_outputs
+    os.makedirs(args.output, exist_ok=True)
+    with open(os.path.join(args.output, "records.jsonl"), "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    for path in write_outputs(collect(rows), args.output, "make demo: classic and pipelined, "
+                              "with and without injected reduction latency"):
+        print("wrote", path)
     failed = [r for r in rows if r["info"] != 0]
     if failed:
         raise SystemExit(f"demo: {len(failed)} solves did not converge")
     return 0
+
+
+def model_command(args):
+    """Modelled strong scaling (pipekrylov.model) of one problem on a machine."""
+    from mpi4py import MPI
+    from . import model
+    comm = MPI.COMM_WORLD
+    if args.machine == "here":
+        machine = model.calibrate(comm)
+    elif args.machine in model.MACHINES:
+        machine = model.MACHINES[args.machine]
+    else:
+        machine = model.Machine.load(args.machine)
+    if comm.rank != 0:
+        return 0
+    if args.save_machine:
+        machine.save(args.save_machine)
+    A_n, A_nnz = model_problem_size(args.problem)
+    ranks = [2 ** k for k in range(int(math.log2(args.max_ranks)) + 1)]
+    if ranks[-1] != args.max_ranks:
+        ranks.append(args.max_ranks)
+    rows = model.predict(machine, A_n, A_nnz, ranks)
+    print(f"model: {args.problem} (n = {A_n}, nnz = {A_nnz}) on {machine.name} ({machine.source})")
+    print(f"{'ranks':>7s} {'cg':>10s} {'cg-single':>10s} {'p-cg':>10s} {'p(l)-cg':>10s} {'best l':>6s} "
+          f"{'p(l)-cg / cg':>12s}   (microseconds per iteration)")
+    for r in rows:
+        print(f"{r['ranks']:7d} {r['cg'] * 1e6:10.2f} {r['cg-single'] * 1e6:10.2f} {r['p-cg'] * 1e6:10.2f} "
+              f"{r['p(l)-cg'] * 1e6:10.2f} {r['best_depth']:6d} {r['speedup_plcg_over_cg']:12.2f}")
+    if args.plot:
+        plot_model(rows, machine, args.problem, args.plot)
+        print("wrote", args.plot)
+    return 0
+
+
+def model_problem_size(problem):
+    """(n, nnz) of a generated problem NAME:N without building it."""
+    name, _, n = problem.partition(":")
+    n = int(n or 100)
+    if name == "poisson3d":
+        return n ** 3, 7 * n ** 3 - 6 * n ** 2
+    if name in GENERATORS:
+        return n ** 2, 5 * n ** 2 - 4 * n
+    raise SystemExit(f"unknown problem {name!r}; choose from {', '.join(GENERATORS)}")
+
+
+def plot_model(rows, machine, problem, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    ranks = [r["ranks"] for r in rows]
+    fig, (ax, ax_depth) = plt.subplots(1, 2, figsize=(12, 4.8))
+    for method in ("cg", "cg-single", "p-cg", "p(l)-cg"):
+        label = "p(l)-cg, best l" if method == "p(l)-cg" else method
+        ax.loglog(ranks, [r[method] * 1e6 for r in rows], "o-", markersize=3, label=label)
+    ax.set_xlabel("MPI ranks")
+    ax.set_ylabel("modelled time per iteration (microseconds)")
+    ax.set_title("strong scaling, modelled")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    ax_depth.semilogx(ranks, [r["speedup_plcg_over_cg"] for r in rows], "o-", markersize=3,
+                      label="speedup of p(l)-cg over cg")
+    ax_depth.semilogx(ranks, [r["best_depth"] for r in rows], "s--", markersize=3, label="best depth l")
+    ax_depth.set_xlabel("MPI ranks")
+    ax_depth.set_ylabel("speedup / depth")
+    ax_depth.set_title("p(l)-CG: speedup over CG and best depth")
+    ax_depth.grid(True, which="both", alpha=0.3)
+    ax_depth.legend()
+    fig.suptitle(f"performance model: {problem} on {machine.name}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def derive_command(args):
@@ -118,20 +260,53 @@ def derive_command(args):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="pipekrylov", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    solve = sub.add_parser("solve", help="solve one problem (run it under mpiexec)")
-    solve.add_argument("--problem", default="poisson2d:200", help="NAME:N, NAME one of " + ", ".join(GENERATORS))
-    solve.add_argument("--matrix", help="a Matrix Market (.mtx) or PETSc binary file instead")
-    solve.add_argument("--method", default="cg",
-                       help="cg, cr, bicgstab, gmres, or a derived pipelined method: p-cg, p-cr, "
-                            "p-bicgstab, p-cgs")
-    solve.add_argument("--pc", default=None, help="jacobi, bjacobi, ilu0, ic0 (default none)")
-    solve.add_argument("--rtol", type=float, default=1e-8)
-    solve.add_argument("--atol", type=float, default=0.0)
-    solve.add_argument("--maxiter", type=int, default=None)
-    solve.add_argument("--latency", type=float, default=0.0, help="injected reduction latency, seconds")
-    solve.add_argument("--monitor", action="store_true", help="PETSc-style residual monitor")
+    solve_options = argparse.ArgumentParser(add_help=False)
+    option = solve_options.add_argument
+    option("--problem", default="poisson2d:200", help="NAME:N, NAME one of " + ", ".join(GENERATORS))
+    option("--matrix", help="a Matrix Market (.mtx) or PETSc binary file instead")
+    option("--method", default="cg", help="cg, cr, bicgstab, gmres, or a derived pipelined "
+                                          "method: p-cg, p-cr, p-bicgstab, p-cgs")
+    option("--pc", default=None, help="jacobi, bjacobi, ilu0, ic0 (default none)")
+    option("--rtol", type=float, default=1e-8)
+    option("--atol", type=float, default=0.0)
+    option("--maxiter", type=int, default=None)
+    option("--latency", type=float, default=0.0, help="injected reduction latency, seconds")
+    option("--monitor", action="store_true", help="PETSc-style residual monitor")
+    option("--expect-ranks", type=int, help="fail unless run on this many ranks")
+    solve = sub.add_parser("solve", parents=[solve_options],
+                           help="solve one problem (run it under mpiexec)")
     solve.add_argument("--json", action="store_true", help="print one JSON record (rank 0)")
     solve.set_defaults(run=solve_command)
+    bench = sub.add_parser("bench", help="time per iteration split into SpMV, PC, vector "
+                                         "updates and time blocked in reductions",
+                           parents=[solve_options])
+    bench.add_argument("--repeat", type=int, default=3, help="solves; the fastest is shown")
+    bench.set_defaults(run=bench_command)
+    scaling = sub.add_parser("scaling", help="strong-scaling study: run a series or collect results")
+    scaling.add_argument("action", choices=["run", "collect"])
+    scaling.add_argument("sources", nargs="*", help="collect: records.jsonl files or their folders")
+    scaling.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
+    scaling.add_argument("--methods", nargs="+", default=["cg", "p-cg"])
+    scaling.add_argument("--problem", default="poisson2d:1000")
+    scaling.add_argument("--pc", default="jacobi")
+    scaling.add_argument("--rtol", type=float, default=1e-8)
+    scaling.add_argument("--maxiter", type=int, default=None)
+    scaling.add_argument("--latency", type=float, default=0.0)
+    scaling.add_argument("--launcher", default="mpiexec -n {ranks}",
+                         help="command template, e.g. 'srun -n {ranks}' or 'mpirun -np {ranks}'")
+    scaling.add_argument("--output", default="results/scaling", help="folder for records, CSV, JSON, PNG")
+    scaling.add_argument("--title", default="strong scaling")
+    scaling.set_defaults(run=scaling_command)
+    modelp = sub.add_parser("model", help="modelled time per iteration and best pipeline depth, "
+                                          "up to 10^5 ranks")
+    modelp.add_argument("--machine", default="cori-haswell",
+                        help="cori-haswell, here (measure; run under mpiexec -n 2 for the "
+                             "reduction), or a JSON file saved with --save-machine")
+    modelp.add_argument("--save-machine", metavar="JSON", help="write the machine's costs")
+    modelp.add_argument("--problem", default="poisson2d:1000")
+    modelp.add_argument("--max-ranks", type=int, default=100000)
+    modelp.add_argument("--plot", metavar="PNG")
+    modelp.set_defaults(run=model_command)
     derive = sub.add_parser("derive", help="print a derived pipelined method")
     derive.add_argument("method", choices=["cg", "cg-hs", "cr", "bicgstab", "cgs"])
     derive.add_argument("--depth", type=int, default=1)
@@ -143,6 +318,7 @@ def main(argv=None):
     demo = sub.add_parser("demo", help="the main job: compare methods at 1 and 2 ranks")
     demo.add_argument("--problem", default="poisson2d:200")
     demo.add_argument("--latency", type=float, default=5e-4, help="injected latency, seconds")
+    demo.add_argument("--output", default="results/demo", help="folder for records, CSV, JSON, PNG")
     demo.set_defaults(run=demo_command)
     args = parser.parse_args(argv)
     return args.run(args)

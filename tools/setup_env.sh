@@ -19,6 +19,22 @@ inputs=$(cat tools/setup_env.sh pyproject.toml | sha256sum | cut -c1-16)
 
 say() { echo "setup_env: $*"; }
 
+# --slurm: only the single-node Slurm that the batch-script test starts (make test).
+if [ "${1:-}" = "--slurm" ]; then
+    SLURM_PACKAGES="slurm-wlm munge"
+    if command -v slurmctld >/dev/null && command -v munged >/dev/null; then
+        exit 0
+    elif [ -f /etc/debian_version ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        say "installing $SLURM_PACKAGES (for the Slurm batch-script test)"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -qq --no-install-recommends $SLURM_PACKAGES >/dev/null 2>&1 ||
+            { apt-get update -qq && apt-get install -y -qq --no-install-recommends $SLURM_PACKAGES >/dev/null; }
+    else
+        say "no Slurm here and not Debian as root: the Slurm batch-script test will be skipped"
+    fi
+    exit 0
+fi
+
 venv_ready() {
     [ -x "$VENV/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$inputs" ] &&
         "$VENV/bin/python" -c "import mpi4py, petsc4py, numba, scipy, pytest, matplotlib, pipekrylov" 2>/dev/null &&

@@ -1,0 +1,101 @@
+"""Strong-scaling collection and the performance model: arithmetic checked against
+independent computations, outputs written and readable (no timings asserted)."""
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from pipekrylov import model
+from pipekrylov.scaling import collect, read_records, write_outputs
+
+MACHINE = model.Machine("test", spmv_per_nnz=2e-9, vector_per_entry=1e-9,
+                        reduction_latency=4e-6, reduction_per_level=2e-6, halo=1e-6)
+
+
+def record(method, ranks, total, iterations=100, latency=0.0):
+    """A solve record whose SpMV, PC and blocked times are 40%, 10% and 20% of the total."""
+    return {"problem": "poisson2d:100", "n": 10000, "ranks": ranks, "method": method,
+            "latency": latency, "iterations": iterations, "info": 0, "total": total,
+            "spmv": 0.4 * total, "pc": 0.1 * total, "reductions_blocked": 0.2 * total,
+            "time_per_iteration": total / iterations}
+
+
+def test_collect_computes_speedup_efficiency_and_the_breakdown():
+    records = [record("cg", 1, 1.0), record("cg", 2, 0.6), record("cg", 2, 0.5),   # fastest kept
+               record("cg", 4, 0.4), record("p-cg", 2, 0.8), record("p-cg", 4, 0.5)]
+    rows = collect(records)
+    cg = [r for r in rows if r["series"] == "cg"]
+    assert [r["ranks"] for r in cg] == [1, 2, 4]
+    assert [r["speedup"] for r in cg] == pytest.approx([1.0, 2.0, 2.5])
+    assert [r["efficiency"] for r in cg] == pytest.approx([1.0, 1.0, 0.625])
+    pcg = [r for r in rows if r["series"] == "p-cg"]
+    assert [r["speedup"] for r in pcg] == pytest.approx([2.0, 2 * 0.8 / 0.5])   # relative to 2 ranks
+    for r in rows:
+        parts = r["spmv"] + r["pc"] + r["blocked"] + r["vector"]
+        assert parts == pytest.approx(r["time_per_iteration"])
+    assert cg[0]["spmv"] == pytest.approx(0.4 / 100) and cg[0]["vector"] == pytest.approx(0.3 / 100)
+
+
+def test_latency_runs_are_their_own_series(tmp_path):
+    rows = collect([record("cg", 1, 1.0), record("cg", 1, 2.0, latency=5e-4)])
+    assert sorted(r["series"] for r in rows) == ["cg", "cg (+0.5 ms latency)"]
+    csv_path, json_path, png_path = write_outputs(rows, str(tmp_path), "test")
+    assert open(csv_path).readline().startswith("series,method,latency")
+    assert json.load(open(json_path)) == rows
+    assert open(png_path, "rb").read(4) == b"\x89PNG"
+
+
+def test_read_records_accepts_files_and_folders(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "records.jsonl").write_text(json.dumps(record("cg", 1, 1.0)) + "\n")
+    (tmp_path / "b.jsonl").write_text(json.dumps(record("cg", 2, 0.6)) + "\n\n")
+    assert [r["ranks"] for r in read_records([str(tmp_path / "a"), str(tmp_path / "b.jsonl")])] == [1, 2]
+
+
+def test_model_terms_match_a_hand_computation():
+    n, nnz, P = 10 ** 6, 5 * 10 ** 6, 64
+    S = 2e-9 * nnz / P + 1e-6
+    M = 3 * 1e-9 * n / P
+    G = 4e-6 + 2e-6 * (math.log2(P) - 1)
+    V = lambda accesses: accesses * 1e-9 * n / P
+    assert model.time_per_iteration("cg", MACHINE, n, nnz, P) == pytest.approx(2 * G + S + M + V(13))
+    assert model.time_per_iteration("p-cg", MACHINE, n, nnz, P) == pytest.approx(max(G, S + M) + V(18))
+    assert model.time_per_iteration("p(l)-cg", MACHINE, n, nnz, P, depth=3) == \
+        pytest.approx(max(G / 3, S + M) + V(12 + 18))
+    assert model.time_per_iteration("bicgstab", MACHINE, n, nnz, P) == \
+        pytest.approx(3 * G + 2 * (S + M) + V(30))
+    # one rank: no reduction, no halo
+    assert model.time_per_iteration("cg", MACHINE, n, nnz, 1) == \
+        pytest.approx(2e-9 * nnz + 3e-9 * n + 13e-9 * n)
+
+
+def test_model_limits_and_best_depth():
+    n, nnz = 10 ** 6, 5 * 10 ** 6
+    rows = model.predict(MACHINE, n, nnz, [2 ** k for k in range(18)])
+    depths = [r["best_depth"] for r in rows]
+    assert depths == sorted(depths) and depths[0] == 1 and depths[-1] > 3
+    # where the reduction dominates, p-cg beats cg and p(l)-cg beats p-cg
+    last = rows[-1]
+    assert last["p(l)-cg"] < last["p-cg"] < last["cg"]
+    assert last["speedup_plcg_over_cg"] == pytest.approx(last["cg"] / last["p(l)-cg"])
+    with pytest.raises(ValueError, match="unknown method"):
+        model.time_per_iteration("qmr", MACHINE, n, nnz, 4)
+
+
+def test_machine_round_trip_and_model_command(tmp_path):
+    path = tmp_path / "machine.json"
+    MACHINE.save(str(path))
+    assert model.Machine.load(str(path)) == MACHINE
+    png = tmp_path / "model.png"
+    out = subprocess.run([sys.executable, "-m", "pipekrylov", "model", "--machine", str(path),
+                          "--problem", "poisson3d:100", "--max-ranks", "1000", "--plot", str(png)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = [l.split() for l in out.stdout.splitlines() if l.strip() and l.split()[0].isdigit()]
+    assert [int(l[0]) for l in lines] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000]
+    n, nnz = 10 ** 6, 7 * 10 ** 6 - 6 * 10 ** 4
+    expected = model.time_per_iteration("cg", MACHINE, n, nnz, 1000) * 1e6
+    assert float(lines[-1][1]) == pytest.approx(expected, abs=0.01)
+    assert png.read_bytes()[:4] == b"\x89PNG"

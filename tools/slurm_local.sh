@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# A single-node Slurm on this machine, for testing the batch scripts in jobs/ for real.
+#   tools/slurm_local.sh start DIR   munged + slurmctld + slurmd, config and state in DIR;
+#                                    prints the SLURM_CONF to export
+#   tools/slurm_local.sh stop DIR    stops the Slurm daemons started with DIR
+# SLURMCTLD_PORT and SLURMD_PORT (default 6817, 6818) keep it clear of another Slurm.
+# Needs root and Debian's slurm-wlm and munge (tools/setup_env.sh --slurm installs them).
+set -euo pipefail
+action=${1:?start or stop}
+dir=$(realpath -m "${2:?directory}")
+conf=$dir/slurm.conf
+case $action in
+start)
+    mkdir -p "$dir/state" "$dir/spool" /run/munge /var/log/munge /var/lib/munge
+    [ -s /etc/munge/munge.key ] || mungekey --create --keyfile=/etc/munge/munge.key
+    if ! munge -n >/dev/null 2>&1; then
+        munged --force
+    fi
+    node=$(hostname -s)
+    cat > "$conf" <<CONF
+ClusterName=pipekrylov-test
+SlurmctldHost=$node(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.pid
+SlurmctldLogFile=$dir/slurmctld.log
+SlurmdLogFile=$dir/slurmd.log
+SlurmctldPort=${SLURMCTLD_PORT:-6817}
+SlurmdPort=${SLURMD_PORT:-6818}
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+NodeName=$node NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
+PartitionName=local Nodes=$node Default=YES MaxTime=INFINITE State=UP
+CONF
+    export SLURM_CONF=$conf
+    slurmctld -f "$conf"
+    slurmd -f "$conf"
+    for _ in $(seq 100); do
+        if sinfo -h -o %T 2>/dev/null | grep -q idle; then
+            echo "SLURM_CONF=$conf"
+            exit 0
+        fi
+        sleep 0.2
+    done
+    echo "slurm_local: the node did not become idle; logs in $dir" >&2
+    exit 1
+    ;;
+stop)
+    for pid in "$dir/slurmd.pid" "$dir/slurmctld.pid"; do
+        [ -s "$pid" ] && kill "$(cat "$pid")" 2>/dev/null || true
+    done
+    ;;
+*)
+    echo "usage: $0 start|stop DIR" >&2
+    exit 2
+    ;;
+esac
