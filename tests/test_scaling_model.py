@@ -99,3 +99,12 @@ def test_machine_round_trip_and_model_command(tmp_path):
     expected = model.time_per_iteration("cg", MACHINE, n, nnz, 1000) * 1e6
     assert float(lines[-1][1]) == pytest.approx(expected, abs=0.01)
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("name", ["poisson2d", "poisson3d", "anisotropic2d", "convection_diffusion2d"])
+def test_model_problem_sizes_are_those_of_the_generators(name):
+    from mpi4py import MPI
+    from pipekrylov import matrix
+    from pipekrylov.cli import model_problem_size
+    A = getattr(matrix, name)(MPI.COMM_SELF, 9)
+    assert model_problem_size(f"{name}:9") == (A.shape[0], A.nnz)
