@@ -43,6 +43,12 @@ AccountingStorageType=accounting_storage/none
 NodeName=$node NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
 PartitionName=local Nodes=$node Default=YES MaxTime=INFINITE State=UP
 CONF
+    # slurmd 22.05 autodetects the cgroup version and fails where no cgroup filesystem is
+    # mounted (a chroot); nothing here uses cgroups (proctrack/linuxproc, task/none), so
+    # pin the v1 plugin there, whose initialization does not look for a mount.
+    if [ ! -d /sys/fs/cgroup ] || [ -z "$(ls -A /sys/fs/cgroup 2>/dev/null)" ]; then
+        echo "CgroupPlugin=cgroup/v1" > "$dir/cgroup.conf"
+    fi
     export SLURM_CONF=$conf
     slurmctld -f "$conf"
     slurmd -f "$conf"
