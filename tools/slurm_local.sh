@@ -2,7 +2,8 @@
 # A single-node Slurm on this machine, for testing the batch scripts in jobs/ for real.
 #   tools/slurm_local.sh start DIR   munged + slurmctld + slurmd, config and state in DIR;
 #                                    prints the SLURM_CONF to export
-#   tools/slurm_local.sh stop DIR    stops the Slurm daemons started with DIR
+#   tools/slurm_local.sh stop DIR    stops the daemons started with DIR (munged too, if
+#                                    start had to start it), and waits until they are gone
 # SLURMCTLD_PORT and SLURMD_PORT (default 6817, 6818) keep it clear of another Slurm.
 # Needs root and Debian's slurm-wlm and munge (tools/setup_env.sh --slurm installs them).
 set -euo pipefail
@@ -15,6 +16,7 @@ start)
     [ -s /etc/munge/munge.key ] || mungekey --create --keyfile=/etc/munge/munge.key
     if ! munge -n >/dev/null 2>&1; then
         munged --force
+        pgrep -n -x munged > "$dir/munged.pid"     # ours: stop ends it too
     fi
     node=$(hostname -s)
     cat > "$conf" <<CONF
@@ -63,9 +65,17 @@ CONF
     exit 1
     ;;
 stop)
-    for pid in "$dir/slurmd.pid" "$dir/slurmctld.pid"; do
-        [ -s "$pid" ] && kill "$(cat "$pid")" 2>/dev/null || true
+    # Wait until they are gone: a daemon left behind keeps files (and, in a chroot, its
+    # mounts) busy after the caller is done.
+    pids=$(cat "$dir"/slurmd.pid "$dir"/slurmctld.pid "$dir"/munged.pid 2>/dev/null || true)
+    for pid in $pids; do kill "$pid" 2>/dev/null || true; done
+    for _ in $(seq 50); do
+        alive=""
+        for pid in $pids; do kill -0 "$pid" 2>/dev/null && alive="$alive $pid"; done
+        [ -z "$alive" ] && exit 0
+        sleep 0.2
     done
+    for pid in $alive; do kill -9 "$pid" 2>/dev/null || true; done
     ;;
 *)
     echo "usage: $0 start|stop DIR" >&2
