@@ -5,7 +5,10 @@ __all__ = ["atomic_write"]
 
 
 def atomic_write(path, write, mode="wb"):
-    """Call ``write(file)`` on a temporary file, then rename it to ``path`` (atomic on POSIX)."""
+    """Call ``write(file)`` on a temporary file, then rename it to ``path`` (atomic on POSIX).
+
+    A kill inside the write leaves ``<path>.<pid>.tmp`` behind, never a partial ``path``.
+    """
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, mode) as f:
         write(f)

@@ -65,6 +65,9 @@ class Checkpoint:
                                          f"({saved}), not of this one ({identity})")
                 else:
                     atomic_write(meta, lambda f: json.dump(identity, f), mode="w")
+        # a kill inside a write leaves this rank's temporary file: only this rank writes it
+        for stale in glob.glob(os.path.join(self.directory, f"step*.rank{rank}.npy.*.tmp")):
+            os.remove(stale)
         common = set.intersection(*comm.allgather(self._steps(rank)))
         step = max(common, default=0)
         if step:
