@@ -197,7 +197,7 @@ def model_command(args):
         print(f"{r['ranks']:7d} {r['cg'] * 1e6:10.2f} {r['cg-single'] * 1e6:10.2f} {r['p-cg'] * 1e6:10.2f} "
               f"{r['p(l)-cg'] * 1e6:10.2f} {r['best_depth']:6d} {r['speedup_plcg_over_cg']:12.2f}")
     if args.plot:
-        plot_model(rows, machine, args.problem, args.plot)
+        model.plot_prediction(rows, machine, args.problem, args.plot)
         print("wrote", args.plot)
     return 0
 
@@ -211,34 +211,6 @@ def model_problem_size(problem):
     if name in GENERATORS:
         return n ** 2, 5 * n ** 2 - 4 * n
     raise SystemExit(f"unknown problem {name!r}; choose from {', '.join(GENERATORS)}")
-
-
-def plot_model(rows, machine, problem, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    ranks = [r["ranks"] for r in rows]
-    fig, (ax, ax_depth) = plt.subplots(1, 2, figsize=(12, 4.8))
-    for method in ("cg", "cg-single", "p-cg", "p(l)-cg"):
-        label = "p(l)-cg, best l" if method == "p(l)-cg" else method
-        ax.loglog(ranks, [r[method] * 1e6 for r in rows], "o-", markersize=3, label=label)
-    ax.set_xlabel("MPI ranks")
-    ax.set_ylabel("modelled time per iteration (microseconds)")
-    ax.set_title("strong scaling, modelled")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    ax_depth.semilogx(ranks, [r["speedup_plcg_over_cg"] for r in rows], "o-", markersize=3,
-                      label="speedup of p(l)-cg over cg")
-    ax_depth.semilogx(ranks, [r["best_depth"] for r in rows], "s--", markersize=3, label="best depth l")
-    ax_depth.set_xlabel("MPI ranks")
-    ax_depth.set_ylabel("speedup / depth")
-    ax_depth.set_title("p(l)-CG: speedup over CG and best depth")
-    ax_depth.grid(True, which="both", alpha=0.3)
-    ax_depth.legend()
-    fig.suptitle(f"performance model: {problem} on {machine.name}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def derive_command(args):

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 __all__ = ["Machine", "MACHINES", "METHODS", "time_per_iteration", "best_depth", "predict",
-           "calibrate"]
+           "plot_prediction", "calibrate"]
 
 
 @dataclass(frozen=True)
@@ -128,6 +128,36 @@ def predict(machine, n, nnz, ranks, methods=("cg", "cg-single", "p-cg", "p(l)-cg
             row["speedup_plcg_over_cg"] = row["cg"] / row["p(l)-cg"]
         rows.append(row)
     return rows
+
+
+def plot_prediction(rows, machine, problem, path):
+    """Two panels: modelled time per iteration per method, and p(l)-CG's speedup over CG
+    with its best depth, against the rank count (``rows`` from :func:`predict`)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    ranks = [r["ranks"] for r in rows]
+    fig, (ax, ax_depth) = plt.subplots(1, 2, figsize=(12, 4.8))
+    for method in ("cg", "cg-single", "p-cg", "p(l)-cg"):
+        label = "p(l)-cg, best l" if method == "p(l)-cg" else method
+        ax.loglog(ranks, [r[method] * 1e6 for r in rows], "o-", markersize=3, label=label)
+    ax.set_xlabel("MPI ranks")
+    ax.set_ylabel("modelled time per iteration (microseconds)")
+    ax.set_title("strong scaling, modelled")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    ax_depth.semilogx(ranks, [r["speedup_plcg_over_cg"] for r in rows], "o-", markersize=3,
+                      label="speedup of p(l)-cg over cg")
+    ax_depth.semilogx(ranks, [r["best_depth"] for r in rows], "s--", markersize=3, label="best depth l")
+    ax_depth.set_xlabel("MPI ranks")
+    ax_depth.set_ylabel("speedup / depth")
+    ax_depth.set_title("p(l)-CG: speedup over CG and best depth")
+    ax_depth.grid(True, which="both", alpha=0.3)
+    ax_depth.legend()
+    fig.suptitle(f"performance model: {problem} on {machine.name}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def calibrate(comm=None, n=1000, repeat=10):
