@@ -20,6 +20,8 @@ _LAZY = {
     "gmres": "pipekrylov.solvers",
     "SolveResult": "pipekrylov.solvers",
     "pipelined": "pipekrylov.derive",
+    "plcg": "pipekrylov.deep",
+    "plgmres": "pipekrylov.deep",
     "Method": "pipekrylov.derive",
     "FusedReduction": "pipekrylov.parallel.reduction",
     "Jacobi": "pipekrylov.precond",

@@ -42,7 +42,7 @@ def solve_record(args, comm):
     # b = A * ones, so the error is measurable and every method has the same target
     b = A.matvec(np.ones(A.partition.nlocal))
     if args.method.startswith("p-"):
-        solver = pk.pipelined(args.method[2:])
+        solver = pk.pipelined(args.method[2:], depth=args.depth)
     else:
         solver = getattr(pk, args.method)
     res = solver(A, b, rtol=args.rtol, atol=args.atol, maxiter=args.maxiter, M=args.pc,
@@ -215,6 +215,11 @@ def model_problem_size(problem):
 
 def derive_command(args):
     from . import derive as dv
+    if args.method == "gmres" or args.depth > 1:
+        if args.method not in ("cg", "gmres"):
+            raise SystemExit(f"depth {args.depth}: deep pipelines exist for cg and gmres only")
+        print(dv.derive(args.method, args.depth))
+        return 0
     method = dv.BASE_METHODS[args.method]
     sched = dv.derive(method, args.depth, args.replace_every, args.replace)
     if args.passes:
@@ -236,8 +241,9 @@ def main(argv=None):
     option = solve_options.add_argument
     option("--problem", default="poisson2d:200", help="NAME:N, NAME one of " + ", ".join(GENERATORS))
     option("--matrix", help="a Matrix Market (.mtx) or PETSc binary file instead")
-    option("--method", default="cg", help="cg, cr, bicgstab, gmres, or a derived pipelined "
-                                          "method: p-cg, p-cr, p-bicgstab, p-cgs")
+    option("--method", default="cg", help="cg, cr, bicgstab, gmres, or a pipelined method: "
+                                          "p-cg, p-cr, p-bicgstab, p-cgs (derived), p-gmres")
+    option("--depth", type=int, default=1, help="pipeline depth l of p-cg (p(l)-CG) and p-gmres")
     option("--pc", default=None, help="jacobi, bjacobi, ilu0, ic0 (default none)")
     option("--rtol", type=float, default=1e-8)
     option("--atol", type=float, default=0.0)
@@ -280,7 +286,7 @@ def main(argv=None):
     modelp.add_argument("--plot", metavar="PNG")
     modelp.set_defaults(run=model_command)
     derive = sub.add_parser("derive", help="print a derived pipelined method")
-    derive.add_argument("method", choices=["cg", "cg-hs", "cr", "bicgstab", "cgs"])
+    derive.add_argument("method", choices=["cg", "cg-hs", "cr", "bicgstab", "cgs", "gmres"])
     derive.add_argument("--depth", type=int, default=1)
     derive.add_argument("--passes", action="store_true", help="also print every intermediate form")
     derive.add_argument("--code", action="store_true", help="also print the generated kernels")

@@ -16,11 +16,14 @@ The contexts, one per method:
 ``pipekrylov.petsc.CR``          classic CR          ``PipeCR``        derived p-CR
 ``pipekrylov.petsc.BiCGStab``    classic BiCGStab    ``PipeBiCGStab``  derived p-BiCGStab
 ``pipekrylov.petsc.GMRES``       classic GMRES(m)    ``PipeCGS``       derived p-CGS
+``pipekrylov.petsc.PipeLCG``     p(l)-CG (deep)      ``PipeLGMRES``    p(l)-GMRES (deep)
 ========================  ==========================================================
 
 Options under the KSP's prefix: ``-ksp_pipekrylov_replacement`` (automatic residual
 replacement), ``-ksp_pipekrylov_replace_every k``, ``-ksp_pipekrylov_latency seconds``,
-``-ksp_pipekrylov_restart m`` (GMRES); ``-ksp_view`` shows them.  The context implements
+``-ksp_pipekrylov_restart m`` (GMRES), ``-ksp_pipekrylov_depth l`` and
+``-ksp_pipekrylov_lmin/lmax`` (the deep variants' depth and shift interval; by default
+the solver estimates it); ``-ksp_view`` shows them.  The context implements
 ``solve`` itself (PETSc's generic loop would add a blocking norm per iteration); it
 reports through PETSc: ``-ksp_monitor``, ``-ksp_converged_reason``, ``-ksp_rtol/atol/
 max_it``, and breakdowns as negative KSPConvergedReason values.  The preconditioner is the
@@ -135,8 +138,11 @@ class _Context:
 
     method = None
     pipelined = False
+    deep = False
 
     def __init__(self):
+        self.depth = 2 if self.method == "cg" else 1
+        self.interval = None
         self.replace_automatic = False
         self.replace_every = None
         self.latency = 0.0
@@ -151,6 +157,9 @@ class _Context:
         self.replace_every = every or None
         self.latency = options.getReal("ksp_pipekrylov_latency", self.latency)
         self.restart = options.getInt("ksp_pipekrylov_restart", self.restart)
+        self.depth = options.getInt("ksp_pipekrylov_depth", self.depth)
+        lmin, lmax = options.getReal("ksp_pipekrylov_lmin", 0.0), options.getReal("ksp_pipekrylov_lmax", 0.0)
+        self.interval = (lmin, lmax) if lmax > lmin else None
 
     def setUp(self, ksp):
         A, _ = ksp.getOperators()
@@ -162,8 +171,13 @@ class _Context:
 
     def view(self, ksp, viewer):
         kind = f"derived pipelined {self.method}" if self.pipelined else f"classic {self.method}"
+        if self.deep:
+            kind = f"p({self.depth})-{self.method}"
         viewer.printfASCII(f"  pipekrylov: {kind}\n")
-        if self.pipelined:
+        if self.deep:
+            shifts = f"Chebyshev on [{self.interval[0]}, {self.interval[1]}]" if self.interval else "estimated"
+            viewer.printfASCII(f"  pipeline depth: {self.depth}, shifts: {shifts}\n")
+        elif self.pipelined:
             viewer.printfASCII(f"  residual replacement: {'automatic' if self.replace_automatic else 'off'}"
                                f"{f', every {self.replace_every}' if self.replace_every else ''}\n")
         viewer.printfASCII(f"  injected reduction latency: {self.latency} s\n")
@@ -177,7 +191,12 @@ class _Context:
         if self.operator is None:
             self.setUp(ksp)
         rtol, atol, _, max_it = ksp.getTolerances()
-        if self.pipelined:
+        if self.deep:
+            solver = pipelined(self.method, depth=self.depth)
+            extra = {"shifts": self.interval or "auto"}
+            if self.method == "gmres":
+                extra["restart"] = self.restart
+        elif self.pipelined:
             solver = pipelined(self.method, replace_every=self.replace_every,
                                replace_automatic=self.replace_automatic)
             extra = {}
@@ -211,10 +230,10 @@ class _Context:
         ksp.setConvergedReason(reason)
 
 
-def _context(name, method, pipelined):
-    return type(name, (_Context,), {"method": method, "pipelined": pipelined,
-                                    "__doc__": f"{'Derived pipelined' if pipelined else 'Classic'} {method} "
-                                               "as a PETSc KSP (see the module docstring)."})
+def _context(name, method, pipelined, deep=False):
+    kind = "Deep pipelined" if deep else "Derived pipelined" if pipelined else "Classic"
+    return type(name, (_Context,), {"method": method, "pipelined": pipelined, "deep": deep,
+                                    "__doc__": f"{kind} {method} as a PETSc KSP (see the module docstring)."})
 
 
 CG = _context("CG", "cg", False)
@@ -225,3 +244,5 @@ PipeCG = _context("PipeCG", "cg", True)
 PipeCR = _context("PipeCR", "cr", True)
 PipeBiCGStab = _context("PipeBiCGStab", "bicgstab", True)
 PipeCGS = _context("PipeCGS", "cgs", True)
+PipeLCG = _context("PipeLCG", "cg", True, deep=True)
+PipeLGMRES = _context("PipeLGMRES", "gmres", True, deep=True)

@@ -69,3 +69,31 @@ def test_breakdown_is_a_negative_reason_not_a_traceback(comm):
     A.assemble()
     its, reason, _, _ = solve(A, None, pkp.PipeCG, pc="none")
     assert reason == int(PETSc.KSP.ConvergedReason.DIVERGED_INDEFINITE_MAT)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("context,depth", [(pkp.PipeLCG, 3), (pkp.PipeLGMRES, 2)])
+def test_deep_contexts_solve_with_petsc_pcs_and_show_their_depth(comm, context, depth):
+    """p(l)-CG / p(l)-GMRES as KSP types: PETSc's jacobi PC, -ksp_pipekrylov_depth, and
+    the same iterations as PETSc's cg / gmres within 10% (their convergence tests differ
+    in the norm: natural for p(l)-CG, unpreconditioned for right-preconditioned GMRES)."""
+    A = petsc_poisson(comm, 30)
+    opts = PETSc.Options()
+    opts["ksp_pipekrylov_depth"] = depth
+    ksp = PETSc.KSP().create(comm)
+    ksp.setOperators(A)
+    ksp.setType("python")
+    ksp.setPythonContext(context())
+    ksp.getPC().setType("jacobi")
+    ksp.setTolerances(rtol=1e-8)
+    ksp.setFromOptions()
+    del opts["ksp_pipekrylov_depth"]
+    b, x = A.createVecs()
+    b.set(1.0)
+    ksp.solve(b, x)
+    assert ksp.getConvergedReason() > 0
+    assert ksp.getPythonContext().depth == depth
+    ours = ksp.getIterationNumber()
+    ksp.destroy()
+    theirs, reason, _, rel = solve(A, "cg" if context is pkp.PipeLCG else "gmres")
+    assert reason > 0 and abs(ours - theirs) <= 0.1 * theirs + depth, (ours, theirs)

@@ -46,12 +46,18 @@ def derive(method, depth=1, replace_every=None, replace_automatic=False):
     method : str or Method
     depth : int
         Pipeline depth (1: each reduction hidden behind one segment's operator work).
+        ``"cg"`` with ``depth > 1`` and ``"gmres"`` give the deep templates'
+        :class:`pipekrylov.deep.listing.DeepAlgorithm` instead (p(l)-CG, p(l)-GMRES).
     replace_every, replace_automatic :
         Residual replacement, see :func:`.passes.residual_replacement`.
     """
+    if _is_deep(method, depth):
+        from ..deep.listing import deep_algorithm
+        return deep_algorithm(method, depth)
     method = _method(method)
     if depth != 1:
-        raise NotImplementedError("depth > 1 comes with the deep-pipeline passes")
+        raise ValueError(f"depth {depth}: deep pipelines exist for 'cg' (p(l)-CG) and 'gmres' "
+                         "(p(l)-GMRES), see pipekrylov.deep")
     sym, aux = find_segments(method)
     sched = schedule(fuse_reductions(aux))
     return residual_replacement(sched, replace_every, replace_automatic)
@@ -66,11 +72,17 @@ def _generated(sched):
 def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, check=True):
     """The derived pipelined solver for ``method``, with the classic solvers' signature.
 
+    ``pipelined("cg", depth=l)`` for ``l > 1`` and ``pipelined("gmres", depth=l)`` return
+    the deep templates :func:`pipekrylov.deep.plcg` / :func:`~pipekrylov.deep.plgmres`
+    with the depth bound (their extra options, ``shifts``, ``restart``, pass through).
+
     ``solver(A, b, x0=None, *, rtol, atol, maxiter, M, callback, comm, monitor, latency)``
     returns a SolveResult (unpacks to ``(x, info)``); ``solver.schedule`` is the derived
     algorithm and ``solver.source`` the generated code.  With ``check`` the derivation is
     verified first (:func:`verify`).
     """
+    if _is_deep(method, depth):
+        return _deep_solver(method, depth)
     method = _method(method)
     sched = derive(method, depth, replace_every, replace_automatic)
     generated = _generated(sched)
@@ -93,6 +105,25 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, c
     solver.schedule = sched
     solver.source = generated.source
     solver.method = method
+    return solver
+
+
+def _is_deep(method, depth):
+    return isinstance(method, str) and (method == "gmres" or (method == "cg" and depth > 1))
+
+
+def _deep_solver(name, depth):
+    """p(l)-CG or p(l)-GMRES with the depth bound (pipekrylov.deep)."""
+    from .. import deep
+    template = deep.plcg if name == "cg" else deep.plgmres
+
+    def solver(A, b, x0=None, **options):
+        return template(A, b, x0, depth=depth, **options)
+
+    solver.__name__ = f"p{depth}_{name}"
+    solver.__doc__ = f"p({depth})-{name.upper()}: see {template.__module__}.\n\n" + str(derive(name, depth))
+    solver.schedule = derive(name, depth)
+    solver.depth = depth
     return solver
 
 

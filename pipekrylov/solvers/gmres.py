@@ -4,7 +4,7 @@ import scipy.linalg as la
 
 from .common import Breakdown, SolverRun
 
-__all__ = ["gmres"]
+__all__ = ["gmres", "rotate_column"]
 
 
 def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=30, maxiter=None, M=None,
@@ -58,14 +58,7 @@ def _gmres_loop(run, m):
                 h += c
             hnext = run.norm(w, "||w||")
             H[:j + 1, j], H[j + 1, j] = h, hnext
-            for i in range(j):  # apply the previous rotations to the new column
-                H[i, j], H[i + 1, j] = cs[i] * H[i, j] + sn[i] * H[i + 1, j], -sn[i] * H[i, j] + cs[i] * H[i + 1, j]
-            denom = np.hypot(H[j, j], H[j + 1, j])
-            if denom == 0:
-                raise Breakdown("diverged_breakdown", "GMRES: zero column in the Hessenberg matrix")
-            cs[j], sn[j] = H[j, j] / denom, H[j + 1, j] / denom
-            H[j, j], H[j + 1, j] = denom, 0.0
-            g[j + 1], g[j] = -sn[j] * g[j], cs[j] * g[j]
+            rotate_column(H, g, cs, sn, j)
             iteration += 1
             j += 1
             run.iterations = iteration
@@ -83,3 +76,18 @@ def _gmres_loop(run, m):
             run.iterated(x)
         r = run.b - matvec(x)
         beta = run.norm(r, "||r||")
+
+
+def rotate_column(R, g, cs, sn, j):
+    """Apply the previous Givens rotations to column ``j`` of the Hessenberg matrix ``R``
+    (in place), make and apply the one that zeroes ``R[j+1, j]``, rotate ``g`` with it;
+    return the residual estimate ``|g[j+1]|``."""
+    for i in range(j):
+        R[i, j], R[i + 1, j] = cs[i] * R[i, j] + sn[i] * R[i + 1, j], -sn[i] * R[i, j] + cs[i] * R[i + 1, j]
+    denom = np.hypot(R[j, j], R[j + 1, j])
+    if denom == 0:
+        raise Breakdown("diverged_breakdown", "GMRES: zero column in the Hessenberg matrix")
+    cs[j], sn[j] = R[j, j] / denom, R[j + 1, j] / denom
+    R[j, j], R[j + 1, j] = denom, 0.0
+    g[j + 1], g[j] = -sn[j] * g[j], cs[j] * g[j]
+    return abs(g[j + 1])

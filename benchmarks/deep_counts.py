@@ -1,0 +1,82 @@
+"""Iterations to rtol 1e-8 of p(l)-CG (l = 1..5) beside CG and PETSc's pipelcg.
+
+    python benchmarks/deep_counts.py [--depths 1 2 3 4 5] [--petsc]
+
+Serial; b = A * ones; the generators without a preconditioner, the SPD matrices of
+tests/data with Jacobi.  Prints, per problem: CG's iterations; ours with automatic
+shifts (restarts in parentheses, '-' if it did not reach 1e-8 in 20x CG's iterations);
+with ``--petsc`` also PETSc's pipelcg at the same depths with its default lmin = lmax = 0
+(the monomial basis).
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+import pipekrylov as pk
+from pipekrylov.deep import plcg
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from helpers import SPD, load  # noqa: E402
+
+
+def problems():
+    comm = MPI.COMM_SELF
+    yield "poisson2d 100^2", pk.poisson2d(comm, 100).to_scipy(), None
+    yield "poisson3d 20^3", pk.poisson3d(comm, 20).to_scipy(), None
+    yield "anisotropic2d 60^2", pk.anisotropic2d(comm, 60).to_scipy(), None
+    for name in SPD:
+        yield name, load(name), "jacobi"
+
+
+def petsc_pipelcg(A, b, depth, pc, maxiter):
+    from petsc4py import PETSc
+    M = PETSc.Mat().createAIJ(A.shape, csr=(A.indptr.astype(PETSc.IntType),
+                                            A.indices.astype(PETSc.IntType), A.data),
+                              comm=PETSc.COMM_SELF)
+    ksp = PETSc.KSP().create(PETSc.COMM_SELF)
+    ksp.setOperators(M)
+    ksp.setType("pipelcg")
+    opts = PETSc.Options()
+    opts["ksp_pipelcg_pipel"] = depth
+    ksp.setFromOptions()
+    opts.delValue("ksp_pipelcg_pipel")
+    ksp.getPC().setType(pc or "none")
+    ksp.setTolerances(rtol=1e-8, atol=0.0, max_it=maxiter)
+    bv, xv = M.createVecRight(), M.createVecRight()
+    bv.array[:] = b
+    ksp.solve(bv, xv)
+    ok = ksp.getConvergedReason() > 0
+    true = np.linalg.norm(b - A @ xv.array) / np.linalg.norm(b)
+    return ksp.getIterationNumber(), ok, true
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--depths", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    parser.add_argument("--petsc", action="store_true")
+    args = parser.parse_args()
+    comm = MPI.COMM_SELF
+    head = ["problem", "CG"] + [f"p({l})-CG" for l in args.depths]
+    if args.petsc:
+        head += [f"pipelcg l={l}" for l in args.depths]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for name, A, pc in problems():
+        b = A @ np.ones(A.shape[0])
+        base = pk.cg(A, b, rtol=1e-8, M=pc, maxiter=30000, comm=comm).iterations
+        cells = [name, str(base)]
+        for l in args.depths:
+            r = plcg(A, b, depth=l, rtol=1e-8, M=pc, maxiter=20 * base, comm=comm)
+            cells.append(f"{r.iterations} ({r.restarts})" if r.info == 0 else "-")
+        if args.petsc:
+            for l in args.depths:
+                its, ok, true = petsc_pipelcg(A, b, l, pc, 20 * base)
+                cells.append(f"{its}" if ok and true < 1e-6 else f"{'stalls' if not ok else 'wrong'} ({true:.0e})")
+        print("| " + " | ".join(cells) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Latency hidden by p(l)-CG: an injected reduction latency of 1, 2 and 4 SpMV times.
+
+    mpiexec -n 1 python benchmarks/deep_latency.py [--n 700] [--iterations 150]
+    mpiexec -n 2 python benchmarks/deep_latency.py
+
+2D Poisson (n^2 unknowns), Jacobi, a fixed number of iterations (rtol 0), shifts given
+as the interval (0, 2.2) that holds the Jacobi-scaled spectrum (no estimate to time).
+A reduction never completes earlier than L after it starts.  With t(L) the time per
+iteration, the share of the latency hidden is 1 - (t(L) - t(0)) / L (p(l)-CG has one
+reduction per iteration; classic CG's two are shown as 1 - (t(L) - t(0)) / 2L).  Since
+p(l)-CG waits for a reduction l iterations after starting it, about l iterations' worth
+of local work hides it: all of L once l * t(0) >= L.
+"""
+import argparse
+
+import numpy as np
+from mpi4py import MPI
+
+import pipekrylov as pk
+from common import best_time, print_table
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=700)
+    parser.add_argument("--iterations", type=int, default=150)
+    parser.add_argument("--depths", type=int, nargs="+", default=[1, 2, 3, 4])
+    parser.add_argument("--factors", type=float, nargs="+", default=[1.0, 2.0, 4.0])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    comm = MPI.COMM_WORLD
+    A = pk.poisson2d(comm, args.n)
+    b = A.matvec(np.ones(A.partition.nlocal))
+    y = np.empty_like(b)
+    spmv = best_time(comm, lambda: A.matvec(b, y), repeat=20)
+    its = args.iterations
+
+    def per_iteration(solver, latency):
+        best = np.inf
+        for _ in range(args.repeat):
+            comm.Barrier()
+            res = solver(A, b, rtol=0.0, maxiter=its, M="jacobi", latency=latency)
+            best = min(best, comm.allreduce(res.timings["total"], op=MPI.MAX) / res.iterations)
+        return best
+
+    solvers = {"cg": (pk.cg, 2)}
+    for l in args.depths:
+        solvers[f"p({l})-cg"] = (lambda A, b, l=l, **kw: pk.plcg(A, b, depth=l, shifts=(0.0, 2.2), **kw), 1)
+    rows, hidden = [], {}
+    for name, (solver, reductions) in solvers.items():
+        t0 = per_iteration(solver, 0.0)
+        cells = [name, f"{t0 * 1e3:.2f}"]
+        for f in args.factors:
+            L = f * spmv
+            tL = per_iteration(solver, L)
+            hidden[(name, f)] = 1 - (tL - t0) / (reductions * L)
+            cells += [f"{tL * 1e3:.2f}", f"{hidden[(name, f)]:.0%}"]
+        rows.append(cells)
+    if comm.rank == 0:
+        print(f"2D Poisson {args.n}^2, Jacobi, {its} iterations, {comm.size} rank(s); "
+              f"SpMV {spmv * 1e3:.2f} ms")
+    head = ["method", "ms/it L=0"]
+    for f in args.factors:
+        head += [f"ms/it L={f:g} SpMV", "hidden"]
+    print_table(comm, head, rows)
+
+
+if __name__ == "__main__":
+    main()

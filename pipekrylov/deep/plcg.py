@@ -1,0 +1,265 @@
+"""p(l)-CG: Conjugate Gradients with a pipeline of depth l (Cornelis, Cools & Vanroose 2018).
+
+Each iteration starts one nonblocking reduction and waits for the one started ``l``
+iterations earlier, so a reduction overlaps ``l`` operator and preconditioner
+applications.  The method is Lanczos on ``B = M A`` (in the ``M^-1`` inner product)
+carried out on the auxiliary basis of :mod:`.basis`, with the CG iterate formed from
+the tridiagonal Lanczos matrix by its LDL^T factorization (D-Lanczos):
+
+    it = 0 .. l-1  (fill)   z_(it+1) = (B - sigma_it) z_it;  start <z_(it+1), z_j>, j <= it+1
+    it >= l, c = it-l+1, k = c-1:
+        w = B z_it                                   # overlaps the reductions in flight
+        wait column c of the Gram entries            # started l iterations ago
+        G[:, c] by symmetry + Cholesky step          # square-root breakdown -> restart
+        gamma_k, delta_k from G                      # column k of the Lanczos matrix
+        v_c and the intermediate bases q^(m)_(k+1)   # three-term recurrences (TPDS 2019)
+        z_(it+1) = (w - gamma_k z_it - delta_(k-1) z_(it-1)) / delta_k
+        start <z_(it+1), v_c>, <z_(it+1), z_j> for j = c+1 .. it+1
+        x += zeta_k p_k                              # D-Lanczos: the CG iterate x_(k+1)
+
+The intermediate bases ``q^(m)_j = P_m(B) v_j`` (m = 1 .. l-1) carry ``v`` forward by
+three-term recurrences instead of ``V = Z G^-1``, which amplifies rounding errors
+(Cools, Cornelis & Vanroose, IEEE TPDS 2019).  The norm tested is the natural one,
+``||r||_M = sqrt(r^T M r)`` (the 2-norm without a preconditioner), as in PETSc's pipelcg.
+"""
+import numpy as np
+
+from ..kernels import fused_kernel
+from ..solvers.common import Breakdown, SolverRun
+from .basis import BandedColumns, BasisBreakdown, complete_column
+from .pipeline import Pipeline, VectorPool, true_residual_ok
+from .spectrum import auto_shifts, resolve_shifts
+
+__all__ = ["plcg"]
+
+MAX_RESTARTS = 50
+
+
+def plcg(A, b, x0=None, *, depth=2, shifts="auto", rtol=1e-5, atol=0.0, maxiter=None, M=None,
+         callback=None, comm=None, monitor=False, latency=0.0, estimate_steps=10):
+    """Solve ``A x = b`` (``A`` SPD) by p(l)-CG with pipeline depth ``depth``.  Collective.
+
+    Arguments and result as :func:`pipekrylov.cg`, plus:
+
+    depth : int
+        The pipeline depth ``l >= 1``: each reduction is waited for ``l`` operator
+        applications after it started.
+    shifts : 'auto', number, (lmin, lmax) or ``depth`` numbers
+        The basis shifts.  ``'auto'``: Chebyshev points of ``[0, 1.1 theta_max]``, with
+        ``theta_max`` the largest Ritz value of ``estimate_steps`` Lanczos steps from the
+        initial residual (run first, not counted as iterations, like PETSc's Chebyshev
+        eigenvalue estimate).  A number gives equal shifts (``0``: the
+        monomial basis of PETSc's pipelcg without ``-ksp_pipelcg_lmax``); an interval its
+        Chebyshev points; ``depth`` numbers are used as they are.
+    estimate_steps : int
+        Lanczos steps for the spectral estimate of ``shifts='auto'`` (default 10).
+
+    The result also has ``restarts`` (square-root breakdowns and failed true-residual
+    checks, each restarting from the current iterate) and ``shifts``.  The norm tested is ``||r||_M = sqrt(r^T M r)``
+    against ``max(atol, rtol ||b||_M)``; without a preconditioner it is the 2-norm.
+    """
+    depth = _depth(depth)
+    run = SolverRun(f"p({depth})-cg", A, b, x0, rtol, atol, maxiter, M, callback, comm,
+                    monitor, latency)
+    run.restarts, run.shifts = 0, None
+    result = run.run(lambda run: _solve(run, depth, shifts, int(estimate_steps)))
+    result.restarts, result.shifts = run.restarts, run.shifts
+    return result
+
+
+def _depth(depth):
+    if int(depth) != depth or depth < 1:
+        raise ValueError(f"depth must be a positive integer, got {depth!r}")
+    return int(depth)
+
+
+def natural_norm_tolerance(run):
+    """Switch the run's test to ``||r||_M``: ``atol = max(atol, rtol ||b||_M)``."""
+    if run.M is None:
+        return
+    mb = run.precondition(run.b, np.empty_like(run.b))
+    square = run.reduction.allreduce([run.b @ mb], "||b||_M")[0]
+    if not square > 0:
+        raise Breakdown("diverged_indefinite_pc", f"preconditioner is not positive definite: "
+                        f"b^T M b = {square:.3e}")
+    run.bnorm = float(np.sqrt(square))
+    run.atol = max(run.atol_given, run.rtol * run.bnorm)
+
+
+def _solve(run, depth, shifts, estimate_steps):
+    natural_norm_tolerance(run)
+    if isinstance(shifts, str):
+        if shifts != "auto":
+            raise ValueError(f"shifts must be 'auto', a number, an interval or {depth} numbers")
+        run.shifts = auto_shifts(run, depth, max(1, estimate_steps), symmetric=True)
+        if run.shifts is None:   # zero initial residual
+            run.shifts = np.zeros(depth)
+    else:
+        run.shifts = resolve_shifts(shifts, depth)
+    first = True
+    while run.iterations < run.maxiter:
+        try:
+            if _cycle(run, depth, run.shifts, report_initial=first):
+                return run.x, run.iterations, run.stop_reason()
+        except BasisBreakdown as exc:
+            run.last_breakdown = str(exc)
+        first = False
+        run.restarts += 1
+        if run.restarts > MAX_RESTARTS:
+            raise Breakdown("diverged_breakdown", f"p({depth})-CG restarted {MAX_RESTARTS} times "
+                            f"without converging (last: {getattr(run, 'last_breakdown', 'true residual check')})")
+    return run.x, run.iterations, "diverged_its"
+
+
+def _cycle(run, l, sigma, report_initial):
+    """One p(l)-CG run from ``run.x`` until convergence (True), the iteration limit or
+    a failed true-residual check (False); raises SqrtBreakdown.  Waits for every
+    reduction it started before it returns or raises."""
+    A, x = run.A, run.x
+    pool = VectorPool(len(x))
+    pipe = Pipeline(run.reduction)
+    try:
+        return _iterate(run, A, x, l, sigma, pool, pipe, report_initial)
+    finally:
+        pipe.drain()
+
+
+def _iterate(run, A, x, l, sigma, pool, pipe, report_initial):
+    it0 = run.iterations
+    apply_B = pipe.operator(run)
+    u = {0: run.b - A.matvec(x)}                      # u_j = M^-1 z_j
+    z = {0: run.precondition(u[0], pool.take())}
+    pipe.start(0, [u[0] @ z[0]])
+    levels = [dict() for _ in range(l)]               # levels[0] is v, levels[m] is q^(m)
+    for it in range(l):                                # fill: the first l basis vectors
+        u[it + 1], z[it + 1] = apply_B(z[it], pool)
+        u[it + 1] -= sigma[it] * u[it]
+        z[it + 1] -= sigma[it] * z[it]
+        if 0 < it + 1 < l:
+            levels[it + 1][0] = z[it + 1].copy()
+        pipe.start(it + 1, [u[it + 1] @ z[j] for j in range(it + 2)])
+
+    G = BandedColumns(2 * l + 1, 2 * l + 2)
+    gamma, delta = [], []
+    eta = zeta = beta = 0.0
+    p = np.zeros_like(x)
+    for it in range(l, run.maxiter - it0 + l):
+        c, k = it - l + 1, it - l
+        uw, w = apply_B(z[it], pool)                   # overlaps the reductions in flight
+        if it == l:
+            beta = float(np.sqrt(max(pipe.wait(0)[0], 0.0)))
+            done = run.converged(run.iterations, beta) if report_initial else beta < run.atol
+            if done or beta == 0.0:
+                return True
+            for vec in (*u.values(), *z.values(), uw, w, *(lev[0] for lev in levels[1:])):
+                vec /= beta
+            levels[0][0] = z.pop(0)
+            G.new_column(0)
+            G[0, 0] = 1.0
+        gram = pipe.wait(c)
+        G.new_column(c)
+        if c <= l:                                     # fill columns: Gram rows 0..c, z's were not scaled yet
+            complete_column(G, c, 0, gram / beta**2)
+        else:
+            for r in range(max(0, c - 2 * l), c - l):
+                G[r, c] = G[c - l, r + l]              # <v_r, P_l v_(c-l)> = <P_l v_r, v_(c-l)>
+            G[c - l, c] = gram[0]
+            complete_column(G, c, c - l + 1, gram[1:])
+        _lanczos_column(G, k, l, sigma, gamma, delta)
+        d_prev = delta[k - 1] if k > 0 else 0.0
+        _advance_levels(levels, z[it], k, sigma, gamma[k], d_prev, delta[k], pool)
+        # z_(i+1), u_(i+1) by the three-term recurrence and the next column's dot
+        # products in one pass (its kernel is generated per depth)
+        previous = it - 1 if it - 1 in z else it
+        vectors = {"u": uw, "ui": u[it], "um": u[previous], "z": w, "zi": z[it], "zm": z[previous],
+                   "v": levels[0][c], **{f"y{j}": z[c + j] for j in range(1, l)}}
+        dots = _next_column(l)(vectors, {"d": 1.0 / delta[k], "g": gamma[k] / delta[k],
+                                         "e": d_prev / delta[k]})
+        u[it + 1], z[it + 1] = uw, w
+        if it + 1 <= run.maxiter - it0:                # column it+1 is still needed
+            pipe.start(it + 1, dots)
+        for j in [j for j in u if j < it]:
+            pool.give(u.pop(j))
+        for j in [j for j in z if j < min(it, it - l + 3)]:
+            pool.give(z.pop(j))
+
+        # D-Lanczos: the CG iterate x_(k+1) from the LDL^T factorization of T
+        if k == 0:
+            eta, zeta = gamma[0], beta
+        else:
+            lam = delta[k - 1] / eta
+            eta = gamma[k] - lam * delta[k - 1]
+            zeta = -lam * zeta
+        if not eta > 0:
+            if k == 0:        # eta = gamma_0 = (A v_0, v_0)
+                raise Breakdown("diverged_indefinite_mat",
+                                f"matrix is not positive definite: (A v, v) = {eta:.3e} <= 0")
+            raise BasisBreakdown(f"LDL^T pivot {eta:.3e} <= 0 in iteration {k}")
+        SOLUTION_UPDATE({"p": p, "v": levels[0][k], "x": x},
+                        {"a": -d_prev / eta, "t": 1.0 / eta, "zeta": zeta})
+        pool.give(levels[0].pop(k - 1, None))
+        run.iterations = it0 + k + 1
+        run.iterated(x)
+        if run.converged(run.iterations, abs(zeta) * delta[k] / eta):
+            return true_residual_ok(run, x, natural=True)
+        if run.iterations >= run.maxiter:
+            return False
+    return False
+
+
+def _lanczos_column(G, k, l, sigma, gamma, delta):
+    """gamma_k and delta_k (column k of the Lanczos matrix) from columns k and k+1 of G:
+    compare the coefficients of v_k and v_(k+1) in the recurrence that made z_(k+1)."""
+    c = k + 1
+    g_prev = G[k - 1, k] * delta[k - 1] if k > 0 else 0.0
+    if c <= l:              # z_c = (B - sigma_k) z_k
+        delta.append(G[c, c] / G[k, k])
+        gamma.append((G[k, c] + sigma[k] * G[k, k] - g_prev) / G[k, k])
+    else:                   # z_c = (B z_k - gamma_(k-l) z_k - delta_(k-l-1) z_(k-1)) / delta_(k-l)
+        delta.append(G[c, c] * delta[k - l] / G[k, k])
+        gamma.append((G[k, c] * delta[k - l] - g_prev) / G[k, k] + gamma[k - l])
+
+
+def _advance_levels(levels, top, k, sigma, gamma_k, delta_prev, delta_k, pool):
+    """q^(m)_(k+1) for m = 0 .. l-1 (m = 0 is v) by the Lanczos recurrence applied to
+    P_m(B) v: B q^(m)_k = q^(m+1)_k + sigma_m q^(m)_k, with q^(l)_k = z_(k+l) = ``top``."""
+    l = len(levels)
+    for m in range(l):
+        above = levels[m + 1][k] if m + 1 < l else top
+        new = pool.take()
+        LEVEL_UPDATE({"q": new, "qk": levels[m][k], "top": above, "qm": levels[m].get(k - 1, above)},
+                     {"a": (sigma[m] - gamma_k) / delta_k, "d": 1.0 / delta_k, "e": delta_prev / delta_k})
+        levels[m][k + 1] = new
+    for m in range(1, l):
+        pool.give(levels[m].pop(k - 1, None))
+
+
+def _next_column(l):
+    """The fused kernel: u, z three-term updates and the l + 1 dots of the next column."""
+    return fused_kernel(["u = d*u - g*ui - e*um", "z = d*z - g*zi - e*zm"],
+                        dots=["u.v"] + [f"u.y{j}" for j in range(1, l)] + ["u.z"],
+                        scalars=["d", "g", "e"])
+
+
+def _level_update():
+    return fused_kernel(["q = a*qk + d*top - e*qm"], scalars=["a", "d", "e"])
+
+
+def _solution_update():
+    return fused_kernel(["p = a*p + t*v", "x = x + zeta*p"], scalars=["a", "t", "zeta"])
+
+
+class _Lazy:
+    """A kernel compiled on first use (importing the solver compiles nothing)."""
+
+    def __init__(self, make):
+        self.make, self.kernel = make, None
+
+    def __call__(self, vectors, scalars):
+        if self.kernel is None:
+            self.kernel = self.make()
+        return self.kernel(vectors, scalars)
+
+
+LEVEL_UPDATE = _Lazy(_level_update)
+SOLUTION_UPDATE = _Lazy(_solution_update)
