@@ -48,11 +48,6 @@ def stream_triad(comm, n_per_rank):
 
 
 def print_table(comm, header, rows):
-    if comm.Get_rank() != 0:
-        return
-    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(header)]
-    line = " | ".join(str(h).ljust(w) for h, w in zip(header, widths))
-    print("| " + line + " |")
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for r in rows:
-        print("| " + " | ".join(str(v).ljust(w) for v, w in zip(r, widths)) + " |")
+    from pipekrylov.compare import markdown_table
+    if comm.Get_rank() == 0:
+        print(markdown_table(header, rows))

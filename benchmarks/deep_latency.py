@@ -3,8 +3,8 @@
     mpiexec -n 1 python benchmarks/deep_latency.py [--n 700] [--iterations 150]
     mpiexec -n 2 python benchmarks/deep_latency.py
 
-2D Poisson (n^2 unknowns), Jacobi, a fixed number of iterations (rtol 0), shifts given
-as the interval (0, 2.2) that holds the Jacobi-scaled spectrum (no estimate to time).
+2D Poisson (n^2 unknowns), Jacobi, a fixed number of iterations (rtol 0), shifts the
+Chebyshev points of the interval (0, 2.2) that holds the Jacobi-scaled spectrum (no estimate to time).
 A reduction never completes earlier than L after it starts.  With t(L) the time per
 iteration, the share of the latency hidden is 1 - (t(L) - t(0)) / L (p(l)-CG has one
 reduction per iteration; classic CG's two are shown as 1 - (t(L) - t(0)) / 2L).  Since
@@ -45,7 +45,7 @@ def main():
 
     solvers = {"cg": (pk.cg, 2)}
     for l in args.depths:
-        solvers[f"p({l})-cg"] = (lambda A, b, l=l, **kw: pk.plcg(A, b, depth=l, shifts=(0.0, 2.2), **kw), 1)
+        solvers[f"p({l})-cg"] = (lambda A, b, l=l, **kw: pk.plcg(A, b, depth=l, interval=(0.0, 2.2), **kw), 1)
     rows, hidden = [], {}
     for name, (solver, reductions) in solvers.items():
         t0 = per_iteration(solver, 0.0)

@@ -5,6 +5,7 @@
     scaling a strong-scaling series (``run``) or its results (``collect``): CSV, JSON, PNG
     model   the performance model: time per iteration and best depth up to 10^5 ranks
     derive  print the pipelined variant the framework derives from a base method
+    compare one problem through PETSc's KSPs and ours (petsc4py): iterations, times
     demo    the main job: classic solvers at 1 and 2 ranks, with and without an
             injected reduction latency; prints a table (this is ``make demo``)
 """
@@ -293,6 +294,10 @@ def main(argv=None):
     derive.add_argument("--replace-every", type=int, default=None, help="residual replacement period")
     derive.add_argument("--replace", action="store_true", help="automatic residual replacement")
     derive.set_defaults(run=derive_command)
+    compare = sub.add_parser("compare", help="one problem through PETSc's KSPs and ours, in one table")
+    from . import compare as compare_module
+    compare_module.add_arguments(compare)
+    compare.set_defaults(run=compare_module.command)
     demo = sub.add_parser("demo", help="the main job: compare methods at 1 and 2 ranks")
     demo.add_argument("--problem", default="poisson2d:200")
     demo.add_argument("--latency", type=float, default=5e-4, help="injected latency, seconds")

@@ -30,7 +30,7 @@ def deep_algorithm(name, depth):
 def _cg_title(l):
     return (f"p({l})-CG: preconditioned CG, pipeline depth {l} (pipekrylov.deep.plcg; a template, "
             "not a derivation: see docs/deep.md)\n"
-            f"shifts sigma_0..sigma_{l - 1}: Chebyshev points of [0, 1.1 theta_max] "
+            f"shifts sigma_0..sigma_{l - 1}: Chebyshev points of [0, theta_max + bound] "
             "(Lanczos estimate) unless given\n"
             f"{'':<4}<a, b> = a . b on this rank's rows, summed by the reduction; u_j = M^-1 z_j\n")
 

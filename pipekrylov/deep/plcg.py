@@ -28,15 +28,15 @@ from ..kernels import fused_kernel
 from ..solvers.common import Breakdown, SolverRun
 from .basis import BandedColumns, BasisBreakdown, complete_column
 from .pipeline import Pipeline, VectorPool, true_residual_ok
-from .spectrum import auto_shifts, resolve_shifts
+from .spectrum import resolve_shifts
 
 __all__ = ["plcg"]
 
 MAX_RESTARTS = 50
 
 
-def plcg(A, b, x0=None, *, depth=2, shifts="auto", rtol=1e-5, atol=0.0, maxiter=None, M=None,
-         callback=None, comm=None, monitor=False, latency=0.0, estimate_steps=10):
+def plcg(A, b, x0=None, *, depth=2, shifts="auto", interval=None, rtol=1e-5, atol=0.0, maxiter=None, M=None,
+         callback=None, comm=None, monitor=False, latency=0.0, estimate_steps=30):
     """Solve ``A x = b`` (``A`` SPD) by p(l)-CG with pipeline depth ``depth``.  Collective.
 
     Arguments and result as :func:`pipekrylov.cg`, plus:
@@ -44,15 +44,17 @@ def plcg(A, b, x0=None, *, depth=2, shifts="auto", rtol=1e-5, atol=0.0, maxiter=
     depth : int
         The pipeline depth ``l >= 1``: each reduction is waited for ``l`` operator
         applications after it started.
-    shifts : 'auto', number, (lmin, lmax) or ``depth`` numbers
-        The basis shifts.  ``'auto'``: Chebyshev points of ``[0, 1.1 theta_max]``, with
-        ``theta_max`` the largest Ritz value of ``estimate_steps`` Lanczos steps from the
-        initial residual (run first, not counted as iterations, like PETSc's Chebyshev
-        eigenvalue estimate).  A number gives equal shifts (``0``: the
-        monomial basis of PETSc's pipelcg without ``-ksp_pipelcg_lmax``); an interval its
-        Chebyshev points; ``depth`` numbers are used as they are.
+    shifts : 'auto', number or ``depth`` numbers
+        The basis shifts.  ``'auto'``: Chebyshev points of ``[0, theta_max + bound]``, with
+        ``theta_max`` the largest Ritz value of Lanczos steps from the initial residual and
+        ``bound`` its residual norm (at most ``estimate_steps`` steps, fewer once the
+        bound is 1% of it; run first, not counted as iterations, like PETSc's Chebyshev
+        eigenvalue estimate).  A number gives equal shifts (``0``: the monomial basis of
+        PETSc's pipelcg without ``-ksp_pipelcg_lmax``); ``depth`` numbers are used as given.
+    interval : (lmin, lmax), optional
+        Use the Chebyshev points of this interval instead (PETSc's ``lmin``, ``lmax``).
     estimate_steps : int
-        Lanczos steps for the spectral estimate of ``shifts='auto'`` (default 10).
+        At most this many Lanczos steps for the estimate of ``shifts='auto'``.
 
     The result also has ``restarts`` (square-root breakdowns and failed true-residual
     checks, each restarting from the current iterate) and ``shifts``.  The norm tested is ``||r||_M = sqrt(r^T M r)``
@@ -62,7 +64,7 @@ def plcg(A, b, x0=None, *, depth=2, shifts="auto", rtol=1e-5, atol=0.0, maxiter=
     run = SolverRun(f"p({depth})-cg", A, b, x0, rtol, atol, maxiter, M, callback, comm,
                     monitor, latency)
     run.restarts, run.shifts = 0, None
-    result = run.run(lambda run: _solve(run, depth, shifts, int(estimate_steps)))
+    result = run.run(lambda run: _solve(run, depth, shifts, interval, int(estimate_steps)))
     result.restarts, result.shifts = run.restarts, run.shifts
     return result
 
@@ -86,16 +88,9 @@ def natural_norm_tolerance(run):
     run.atol = max(run.atol_given, run.rtol * run.bnorm)
 
 
-def _solve(run, depth, shifts, estimate_steps):
+def _solve(run, depth, shifts, interval, estimate_steps):
     natural_norm_tolerance(run)
-    if isinstance(shifts, str):
-        if shifts != "auto":
-            raise ValueError(f"shifts must be 'auto', a number, an interval or {depth} numbers")
-        run.shifts = auto_shifts(run, depth, max(1, estimate_steps), symmetric=True)
-        if run.shifts is None:   # zero initial residual
-            run.shifts = np.zeros(depth)
-    else:
-        run.shifts = resolve_shifts(shifts, depth)
+    run.shifts = resolve_shifts(run, shifts, interval, depth, estimate_steps, symmetric=True)
     first = True
     while run.iterations < run.maxiter:
         try:

@@ -26,22 +26,23 @@ from ..solvers.common import Breakdown, SolverRun
 from ..solvers.gmres import rotate_column
 from .basis import BandedColumns, BasisBreakdown, complete_column
 from .pipeline import Pipeline, VectorPool, true_residual_ok
-from .spectrum import auto_shifts, resolve_shifts
+from .spectrum import resolve_shifts
 
 __all__ = ["plgmres"]
 
 MAX_RESTARTS = 50
 
 
-def plgmres(A, b, x0=None, *, depth=1, restart=30, shifts="auto", rtol=1e-5, atol=0.0,
+def plgmres(A, b, x0=None, *, depth=1, restart=30, shifts="auto", interval=None, rtol=1e-5, atol=0.0,
             maxiter=None, M=None, callback=None, comm=None, monitor=False, latency=0.0,
-            estimate_steps=10):
+            estimate_steps=30):
     """Solve ``A x = b`` by p(l)-GMRES(``restart``) with pipeline depth ``depth``.  Collective.
 
     Arguments and result as :func:`pipekrylov.gmres`, plus ``depth`` (``1 <= depth <=
-    restart``), ``shifts`` and ``estimate_steps`` as :func:`pipekrylov.deep.plcg`
-    (``'auto'``: Chebyshev points on ``[min(0, 1.1 min Re theta), 1.1 max Re theta]`` of
-    the Ritz values ``theta`` of ``estimate_steps`` Arnoldi steps on ``A M``).  Real
+    restart``), ``shifts``, ``interval`` and ``estimate_steps`` as :func:`pipekrylov.deep.plcg`
+    (``'auto'``: Chebyshev points on ``[min(0, min Re theta), max Re theta + bound]`` of
+    the Ritz values ``theta`` of Arnoldi steps on ``A M``, ``bound`` the residual norm of
+    the rightmost one).  Real
     shifts keep the recurrences real; Ghysels et al. also use complex Leja-ordered Ritz
     values in pairs.  The result also has ``restarts`` (cycles cut short by a
     breakdown or a failed true-residual check) and ``shifts``.
@@ -52,20 +53,13 @@ def plgmres(A, b, x0=None, *, depth=1, restart=30, shifts="auto", rtol=1e-5, ato
     if depth < 1 or restart < depth:
         raise ValueError(f"need 1 <= depth <= restart, got depth={depth}, restart={restart}")
     run.restarts, run.shifts = 0, None
-    result = run.run(lambda run: _solve(run, depth, restart, shifts, int(estimate_steps)))
+    result = run.run(lambda run: _solve(run, depth, restart, shifts, interval, int(estimate_steps)))
     result.restarts, result.shifts = run.restarts, run.shifts
     return result
 
 
-def _solve(run, l, m, shifts, estimate_steps):
-    if isinstance(shifts, str):
-        if shifts != "auto":
-            raise ValueError(f"shifts must be 'auto', a number, an interval or {l} numbers")
-        run.shifts = auto_shifts(run, l, max(1, estimate_steps), symmetric=False)
-        if run.shifts is None:
-            run.shifts = np.zeros(l)
-    else:
-        run.shifts = resolve_shifts(shifts, l)
+def _solve(run, l, m, shifts, interval, estimate_steps):
+    run.shifts = resolve_shifts(run, shifts, interval, l, estimate_steps, symmetric=False)
     first = True
     while run.iterations < run.maxiter:
         before = run.iterations

@@ -163,9 +163,11 @@ class GeneratedSolver:
                 if k == 0:
                     rnorm = float(np.sqrt(max(eval(self.norm, {}, scal), 0.0)))
                     if run.converged(iteration, rnorm):
-                        if not (check and self._drifted(run, vec, scal, True)):
+                        # the recursive residual can drift from b - A x: accept only a
+                        # true residual that passes too (one SpMV), else restart from x
+                        if not self._drifted(run, vec, scal, True):
                             return vec["x"], iteration, run.stop_reason()
-                        break  # restarted from the true residual
+                        break
                     if iteration == run.maxiter:
                         return vec["x"], iteration, "diverged_its"
                 try:

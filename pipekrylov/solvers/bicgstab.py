@@ -11,9 +11,10 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
              comm=None, monitor=False, latency=0.0):
     """Solve ``A x = b`` for general ``A`` by BiCGStab.  Collective.
 
-    Arguments and return value as :func:`pipekrylov.cg`.  Breakdowns: ``(r0, r) = 0``
-    gives ``diverged_breakdown_bicg``; ``(r0, A p) = 0`` or ``omega = 0`` gives
-    ``diverged_breakdown``.
+    Arguments and return value as :func:`pipekrylov.cg`.  When ``(r0, r)`` vanishes (a BiCG
+    breakdown) the shadow residual restarts from the current residual; ``result.restarts``
+    counts that, and a second breakdown right after one gives ``diverged_breakdown_bicg``.
+    ``(r0, A p) = 0`` or ``omega = 0`` gives ``diverged_breakdown``.
 
     Notes
     -----
@@ -22,7 +23,9 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
     ``(s, s)``.  Follows scipy's loop, so iteration counts agree with it.
     """
     run = SolverRun("bicgstab", A, b, x0, rtol, atol, maxiter, M, callback, comm, monitor, latency)
-    return run.run(_bicgstab_loop)
+    result = run.run(_bicgstab_loop)
+    result.restarts = getattr(run, "restarts", 0)
+    return result
 
 
 def _bicgstab_loop(run):
@@ -37,15 +40,24 @@ def _bicgstab_loop(run):
                         scalars=["alpha", "omega"])
     rho_prev = alpha = omega = None
     eps = np.finfo(float).eps
+    restarted_at = None
+    run.restarts = 0
     for iteration in range(run.maxiter + 1):
         rho, rr = reduce([r0 @ r, r @ r], "(r0,r) (r,r)")
         if run.converged(iteration, np.sqrt(rr)):
             return x, iteration, run.stop_reason()
         if iteration == run.maxiter:
             break
-        if abs(rho) < eps ** 2 * run.bnorm ** 2:
-            raise Breakdown("diverged_breakdown_bicg", f"(r0, r) = {rho:.3e}: BiCG breakdown")
-        if iteration == 0:
+        restart = abs(rho) < eps ** 2 * run.bnorm ** 2
+        if restart:
+            # BiCG breakdown: (r0, r) vanished.  Restart the shadow space from the current
+            # residual (then (r0, r) = (r, r) > 0) instead of giving up.
+            if restarted_at == iteration - 1:
+                raise Breakdown("diverged_breakdown_bicg", f"(r0, r) = {rho:.3e}: BiCG breakdown")
+            r0[:] = r
+            rho, restarted_at = rr, iteration
+            run.restarts += 1
+        if iteration == 0 or restart:
             p[:] = r
         else:
             if abs(omega) < eps ** 2:

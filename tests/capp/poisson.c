@@ -1,12 +1,26 @@
-/* A PETSc application: 2D Poisson, solved by whatever KSP the options choose. */
+/* A PETSc application: 2D Poisson (or, with -f, a matrix from a PETSc binary file and
+   b = A * ones), solved by whatever KSP the options choose. */
 #include <petscksp.h>
 
 int main(int argc, char **argv)
 {
   Mat A; Vec x, b, r; KSP ksp; PetscInt n = 30, i, j, Istart, Iend, its;
   PetscReal norm, bnorm; KSPConvergedReason reason;
+  char file[PETSC_MAX_PATH_LEN]; PetscBool from_file = PETSC_FALSE;
   PetscCall(PetscInitialize(&argc, &argv, NULL, NULL));
   PetscCall(PetscOptionsGetInt(NULL, NULL, "-n", &n, NULL));
+  PetscCall(PetscOptionsGetString(NULL, NULL, "-f", file, sizeof(file), &from_file));
+  if (from_file) {
+    PetscViewer viewer;
+    PetscCall(PetscViewerBinaryOpen(PETSC_COMM_WORLD, file, FILE_MODE_READ, &viewer));
+    PetscCall(MatCreate(PETSC_COMM_WORLD, &A));
+    PetscCall(MatSetType(A, MATAIJ));
+    PetscCall(MatLoad(A, viewer));
+    PetscCall(PetscViewerDestroy(&viewer));
+    PetscCall(MatCreateVecs(A, &x, &b));
+    PetscCall(VecSet(x, 1.0));
+    PetscCall(MatMult(A, x, b));
+  } else {
   PetscCall(MatCreateAIJ(PETSC_COMM_WORLD, PETSC_DECIDE, PETSC_DECIDE, n * n, n * n, 5, NULL, 5, NULL, &A));
   PetscCall(MatGetOwnershipRange(A, &Istart, &Iend));
   for (PetscInt row = Istart; row < Iend; row++) {
@@ -20,8 +34,10 @@ int main(int argc, char **argv)
   PetscCall(MatAssemblyBegin(A, MAT_FINAL_ASSEMBLY));
   PetscCall(MatAssemblyEnd(A, MAT_FINAL_ASSEMBLY));
   PetscCall(MatCreateVecs(A, &x, &b));
-  PetscCall(VecDuplicate(b, &r));
   PetscCall(VecSet(b, 1.0));
+  }
+  PetscCall(VecSet(x, 0.0));
+  PetscCall(VecDuplicate(b, &r));
   PetscCall(KSPCreate(PETSC_COMM_WORLD, &ksp));
   PetscCall(KSPSetOperators(ksp, A, A));
   PetscCall(KSPSetFromOptions(ksp));
