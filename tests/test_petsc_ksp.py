@@ -1,4 +1,5 @@
-"""pipekrylov's solvers as PETSc KSP types, driven from petsc4py (issue 6, in progress)."""
+"""pipekrylov's solvers as PETSc KSP types, driven from petsc4py: generators and real matrices
+through PETSc's PCs, the deep contexts, breakdowns, the comparison command."""
 import numpy as np
 import pytest
 
