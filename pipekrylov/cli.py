@@ -51,7 +51,7 @@ def solve_record(args, comm):
     r = b - A.matvec(res.x)
     true_residual = np.sqrt(comm.allreduce(r @ r)) / np.sqrt(comm.allreduce(b @ b))
     record = {"problem": label, "n": A.shape[0], "ranks": comm.size, "method": args.method,
-              "pc": args.pc, "latency": args.latency, "iterations": res.iterations,
+              "preconditioner": args.pc, "latency": args.latency, "iterations": res.iterations,
               "reason": res.reason, "info": res.info, "true_residual": true_residual,
               **{k: comm.allreduce(v, op=MPI.MAX) for k, v in res.timings.items()}}
     record["time_per_iteration"] = record["total"] / max(res.iterations, 1)

@@ -27,3 +27,14 @@ def test_solve_command_reports_a_breakdown_with_a_nonzero_exit(tmp_path):
                          capture_output=True, text=True, timeout=120, env=clean_env())
     assert out.returncode == 1
     assert "diverged_indefinite_mat" in out.stdout
+
+
+def test_solve_json_record_keeps_the_preconditioner_and_runs_a_deep_pipeline():
+    import json
+    out = subprocess.run([sys.executable, "-m", "pipekrylov", "solve", "--problem", "poisson2d:30",
+                          "--method", "p-cg", "--depth", "3", "--pc", "jacobi", "--json"],
+                         capture_output=True, text=True, timeout=120, env=clean_env())
+    assert out.returncode == 0, out.stderr[-2000:]
+    record = json.loads(out.stdout.strip().splitlines()[-1])
+    assert record["preconditioner"] == "jacobi" and record["reason"] == "converged_rtol"
+    assert record["true_residual"] < 1e-7 and record["pc"] >= 0.0   # "pc" is the PC's time
