@@ -47,6 +47,21 @@ def stream_triad(comm, n_per_rank):
     return 24.0 * n_per_rank * comm.Get_size() / t
 
 
+def per_iteration(comm, solver, A, b, iterations, repeat, latency=0.0, M="jacobi"):
+    """Best over ``repeat`` solves of exactly ``iterations`` iterations (rtol 0): the
+    slowest rank's time per iteration and its time blocked in reductions per iteration."""
+    from mpi4py import MPI
+    best, blocked = np.inf, np.nan
+    for _ in range(repeat):
+        comm.Barrier()
+        res = solver(A, b, rtol=0.0, maxiter=iterations, M=M, latency=latency)
+        t = comm.allreduce(res.timings["total"], op=MPI.MAX) / res.iterations
+        if t < best:
+            best = t
+            blocked = comm.allreduce(res.timings["reductions_blocked"], op=MPI.MAX) / res.iterations
+    return best, blocked
+
+
 def print_table(comm, header, rows):
     from pipekrylov.compare import markdown_table
     if comm.Get_rank() == 0:

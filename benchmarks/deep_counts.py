@@ -33,9 +33,8 @@ def problems():
 
 def petsc_pipelcg(A, b, depth, pc, maxiter):
     from petsc4py import PETSc
-    M = PETSc.Mat().createAIJ(A.shape, csr=(A.indptr.astype(PETSc.IntType),
-                                            A.indices.astype(PETSc.IntType), A.data),
-                              comm=PETSc.COMM_SELF)
+    from pipekrylov.petsc import aij
+    M = aij(A)
     ksp = PETSc.KSP().create(PETSc.COMM_SELF)
     ksp.setOperators(M)
     ksp.setType("pipelcg")

@@ -17,7 +17,7 @@ import numpy as np
 from mpi4py import MPI
 
 import pipekrylov as pk
-from common import best_time, print_table
+from common import best_time, per_iteration, print_table
 
 
 def main():
@@ -35,24 +35,16 @@ def main():
     spmv = best_time(comm, lambda: A.matvec(b, y), repeat=20)
     its = args.iterations
 
-    def per_iteration(solver, latency):
-        best = np.inf
-        for _ in range(args.repeat):
-            comm.Barrier()
-            res = solver(A, b, rtol=0.0, maxiter=its, M="jacobi", latency=latency)
-            best = min(best, comm.allreduce(res.timings["total"], op=MPI.MAX) / res.iterations)
-        return best
-
     solvers = {"cg": (pk.cg, 2)}
     for l in args.depths:
         solvers[f"p({l})-cg"] = (lambda A, b, l=l, **kw: pk.plcg(A, b, depth=l, interval=(0.0, 2.2), **kw), 1)
     rows, hidden = [], {}
     for name, (solver, reductions) in solvers.items():
-        t0 = per_iteration(solver, 0.0)
+        t0 = per_iteration(comm, solver, A, b, its, args.repeat)[0]
         cells = [name, f"{t0 * 1e3:.2f}"]
         for f in args.factors:
             L = f * spmv
-            tL = per_iteration(solver, L)
+            tL = per_iteration(comm, solver, A, b, its, args.repeat, L)[0]
             hidden[(name, f)] = 1 - (tL - t0) / (reductions * L)
             cells += [f"{tL * 1e3:.2f}", f"{hidden[(name, f)]:.0%}"]
         rows.append(cells)

@@ -25,8 +25,8 @@ PETSC = {"cg": "pipecg", "cr": "pipecr", "bicgstab": "pipebcgs"}
 
 def petsc_solve(A, b, ksp_type):
     from petsc4py import PETSc
-    M = PETSc.Mat().createAIJ(A.shape, csr=(A.indptr.astype(PETSc.IntType), A.indices.astype(PETSc.IntType),
-                                            A.data), comm=PETSc.COMM_SELF)
+    from pipekrylov.petsc import aij
+    M = aij(A)
     ksp = PETSc.KSP().create(PETSc.COMM_SELF)
     ksp.setOperators(M)
     ksp.setType(ksp_type)

@@ -16,7 +16,7 @@ import numpy as np
 from mpi4py import MPI
 
 import pipekrylov as pk
-from common import best_time, print_table
+from common import best_time, per_iteration, print_table
 
 
 def main():
@@ -33,20 +33,10 @@ def main():
     pcg = pk.pipelined("cg")
     its = args.iterations
 
-    def ours(solver, latency):
-        best = np.inf
-        for _ in range(args.repeat):
-            comm.Barrier()
-            res = solver(A, b, rtol=0.0, maxiter=its, M="jacobi", latency=latency)
-            t = comm.allreduce(res.timings["total"], op=MPI.MAX)
-            if t < best:
-                best, blocked = t, comm.allreduce(res.timings["reductions_blocked"], op=MPI.MAX)
-        return best / its, blocked / its
-
     rows, per = [], {}
     for name, solver in (("pipekrylov cg", pk.cg), ("pipekrylov p-cg (derived)", pcg)):
         for latency in (0.0, spmv):
-            t, blocked = ours(solver, latency)
+            t, blocked = per_iteration(comm, solver, A, b, its, args.repeat, latency)
             per[(name, latency)] = t
             rows.append([name, f"{latency * 1e3:.2f}", f"{t * 1e3:.2f}", f"{blocked * 1e3:.2f}"])
     for ksp_type in ("cg", "pipecg"):
@@ -68,11 +58,8 @@ def main():
 
 def petsc_time(comm, A, b, ksp_type, its, repeat):
     from petsc4py import PETSc
-    rows = A.to_scipy()
-    p = A.partition
-    M = PETSc.Mat().createAIJ(((p.nlocal, A.shape[0]), (p.nlocal, A.shape[0])),
-                              csr=(rows.indptr.astype(PETSc.IntType), rows.indices.astype(PETSc.IntType),
-                                   rows.data), comm=comm)
+    from pipekrylov.petsc import aij
+    M = aij(A)
     ksp = PETSc.KSP().create(comm)
     ksp.setOperators(M)
     ksp.setType(ksp_type)

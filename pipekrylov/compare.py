@@ -87,13 +87,9 @@ def _run(A, b, ksp_type, context, depth, max_it, pc, extra=None):
 
 def compare(comm, n, depth=2, max_it=5000, pc="jacobi"):
     """The table's rows for 2D Poisson n x n on ``comm``.  Collective."""
-    from petsc4py import PETSc
     import pipekrylov as pk
-    D = pk.poisson2d(comm, n)
-    rows, p = D.to_scipy(), D.partition
-    A = PETSc.Mat().createAIJ(((p.nlocal, D.shape[0]), (p.nlocal, D.shape[0])),
-                              csr=(rows.indptr.astype(PETSc.IntType), rows.indices.astype(PETSc.IntType),
-                                   rows.data), comm=comm)
+    from pipekrylov.petsc import aij
+    A = aij(pk.poisson2d(comm, n))
     b = A.createVecRight()
     b.set(1.0)
     table = []

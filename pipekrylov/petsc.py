@@ -43,7 +43,8 @@ from petsc4py import PETSc
 from .parallel.partition import RowPartition
 from .precond import _Timed
 
-__all__ = ["CG", "CR", "BiCGStab", "GMRES", "PipeCG", "PipeCR", "PipeBiCGStab", "PipeCGS"]
+__all__ = ["CG", "CR", "BiCGStab", "GMRES", "PipeCG", "PipeCR", "PipeBiCGStab", "PipeCGS", "PipeLCG",
+           "PipeLGMRES", "aij"]
 
 
 # KSPs that use our contexts.  petsc4py 3.18 defers the destruction of a parallel KSP
@@ -116,6 +117,27 @@ def _wrapped(mat, *arrays):
     finally:
         for v in vecs:
             v.destroy()
+
+
+def aij(A, comm=None):
+    """A PETSc AIJ matrix with the values of ``A``.  Collective.
+
+    ``A`` is a DistributedCSR (each rank gives its rows; same row split) or a scipy matrix
+    every rank holds whole (rows split as PETSc splits them by default over ``comm``,
+    an mpi4py or PETSc communicator, default COMM_SELF).
+    """
+    import scipy.sparse as sp
+    if hasattr(A, "partition"):
+        comm, rows, nlocal = A.comm, A.to_scipy(), A.partition.nlocal
+    else:
+        comm = PETSc.COMM_SELF if comm is None else comm
+        mpi = comm.tompi4py() if hasattr(comm, "tompi4py") else comm
+        nlocal, _ = PETSc.Sys.splitOwnership(A.shape[0], comm=comm)
+        start = mpi.exscan(nlocal) or 0
+        rows = sp.csr_matrix(A)[start:start + nlocal]
+    return PETSc.Mat().createAIJ(((nlocal, A.shape[0]), (nlocal, A.shape[1])),
+                                 csr=(rows.indptr.astype(PETSc.IntType), rows.indices.astype(PETSc.IntType),
+                                      rows.data), comm=comm)
 
 
 def _partition(mat, comm):

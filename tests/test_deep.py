@@ -139,8 +139,8 @@ def test_petsc_pipelcg_without_lmax_stalls_where_ours_converges():
     A = pk.poisson2d(MPI.COMM_SELF, 40).to_scipy()
     b = A @ np.ones(A.shape[0])
     base = pk.cg(A, b, rtol=1e-8, comm=MPI.COMM_SELF).iterations
-    M = PETSc.Mat().createAIJ(A.shape, csr=(A.indptr.astype(PETSc.IntType), A.indices.astype(PETSc.IntType),
-                                            A.data), comm=PETSc.COMM_SELF)
+    from pipekrylov.petsc import aij
+    M = aij(A)
     ksp = PETSc.KSP().create(PETSc.COMM_SELF)
     ksp.setOperators(M)
     ksp.setType("pipelcg")
@@ -224,9 +224,8 @@ def test_plgmres_depth_one_agrees_with_petsc_pgmres():
     PETSc = pytest.importorskip("petsc4py.PETSc")
     for name, A, _ in list(nonsymmetric_cases())[:2]:
         b = A @ np.ones(A.shape[0])
-        M = PETSc.Mat().createAIJ(A.shape, csr=(A.indptr.astype(PETSc.IntType),
-                                                A.indices.astype(PETSc.IntType), A.data),
-                                  comm=PETSc.COMM_SELF)
+        from pipekrylov.petsc import aij
+        M = aij(A)
         ksp = PETSc.KSP().create(PETSc.COMM_SELF)
         ksp.setOperators(M)
         ksp.setType("pgmres")

@@ -197,8 +197,8 @@ def test_derived_pcg_agrees_with_the_published_algorithm(name):
 # ---------------------------------------------------------------- PETSc's pipelined KSPs
 def petsc_iterations(A, b, ksp_type, pc="none"):
     from petsc4py import PETSc
-    M = PETSc.Mat().createAIJ(A.shape, csr=(A.indptr.astype(PETSc.IntType), A.indices.astype(PETSc.IntType),
-                                            A.data), comm=PETSc.COMM_SELF)
+    from pipekrylov.petsc import aij
+    M = aij(A)
     ksp = PETSc.KSP().create(PETSc.COMM_SELF)
     ksp.setOperators(M)
     ksp.setType(ksp_type)

@@ -9,29 +9,31 @@ import pipekrylov.petsc as pkp  # noqa: E402
 
 
 def petsc_poisson(comm, n):
-    D = pk.poisson2d(comm, n)
-    rows = D.to_scipy()
-    p = D.partition
-    return PETSc.Mat().createAIJ(((p.nlocal, n * n), (p.nlocal, n * n)),
-                                 csr=(rows.indptr.astype(PETSc.IntType), rows.indices.astype(PETSc.IntType),
-                                      rows.data), comm=comm)
+    return pkp.aij(pk.poisson2d(comm, n))
 
 
-def solve(A, ksp_type, context=None, pc="jacobi"):
+def solve(A, ksp_type, context=None, pc="jacobi", b_whole=None):
+    """Solve by PETSc's ``ksp_type`` (unpreconditioned norm; right preconditioned for
+    BiCGStab and GMRES, as ours) or by our ``context``; b = 1 unless ``b_whole`` is given.
+    Returns iterations, reason, this rank's x and the true relative residual."""
     ksp = PETSc.KSP().create(A.getComm())
     ksp.setOperators(A)
     if context is None:
         ksp.setType(ksp_type)
         ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
-        if "bcgs" in ksp_type:  # ours is right preconditioned, as scipy's
+        if "bcgs" in ksp_type or "gmres" in ksp_type:
             ksp.setPCSide(PETSc.PC.Side.RIGHT)
     else:
         ksp.setType("python")
         ksp.setPythonContext(context())
     ksp.getPC().setType(pc)
-    ksp.setTolerances(rtol=1e-8)
+    ksp.setTolerances(rtol=1e-8, max_it=20000)
     b, x = A.createVecs()
-    b.set(1.0)
+    if b_whole is None:
+        b.set(1.0)
+    else:
+        lo, hi = b.getOwnershipRange()
+        b.array[:] = b_whole[lo:hi]
     ksp.solve(b, x)
     r = b.duplicate()
     A.mult(x, r)
@@ -100,44 +102,6 @@ def test_deep_contexts_solve_with_petsc_pcs_and_show_their_depth(comm, context, 
     assert reason > 0 and abs(ours - theirs) <= 0.1 * theirs + depth, (ours, theirs)
 
 
-def petsc_matrix(comm, A):
-    """A scipy matrix as an MPIAIJ with PETSc's default row split (every rank has all of A)."""
-    n = A.shape[0]
-    nlocal, _ = PETSc.Sys.splitOwnership(n, comm=comm)
-    start = comm.exscan(nlocal) or 0
-    rows = A[start:start + nlocal]
-    return PETSc.Mat().createAIJ(((nlocal, n), (nlocal, n)),
-                                 csr=(rows.indptr.astype(PETSc.IntType), rows.indices.astype(PETSc.IntType),
-                                      rows.data), comm=comm)
-
-
-def solve_rhs(A, b_whole, ksp_type, context, pc):
-    """As solve(), with b given (whole) and max_it 20000; also returns the true residual."""
-    ksp = PETSc.KSP().create(A.getComm())
-    ksp.setOperators(A)
-    if context is None:
-        ksp.setType(ksp_type)
-        if ksp_type in ("cg", "pipecg", "bcgs", "pipebcgs"):
-            ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
-        if "bcgs" in ksp_type or "gmres" in ksp_type:
-            ksp.setPCSide(PETSc.PC.Side.RIGHT)
-    else:
-        ksp.setType("python")
-        ksp.setPythonContext(context())
-    ksp.getPC().setType(pc)
-    ksp.setTolerances(rtol=1e-8, max_it=20000)
-    b, x = A.createVecs()
-    lo, hi = b.getOwnershipRange()
-    b.array[:] = b_whole[lo:hi]
-    ksp.solve(b, x)
-    r = b.duplicate()
-    A.mult(x, r)
-    r.aypx(-1.0, b)
-    out = ksp.getIterationNumber(), int(ksp.getConvergedReason()), r.norm() / b.norm()
-    ksp.destroy()
-    return out
-
-
 SPD_PAIRS = [("cg", pkp.CG), ("pipecg", pkp.PipeCG)]
 NONSYMMETRIC_PAIRS = [("bcgs", pkp.BiCGStab), ("pipebcgs", pkp.PipeBiCGStab), ("gmres", pkp.GMRES)]
 # Where the two do not agree within 5%.  PETSc's ILU(0) blocks are indefinite on bcsstk15:
@@ -183,9 +147,9 @@ def test_matrices_through_petsc_pcs(comm, name, pc, pair):
     theirs, ours = pair
     S = scipy_matrix(name)
     b = S @ np.ones(S.shape[0])
-    A = petsc_matrix(comm, S)
-    its_p, reason_p, res_p = solve_rhs(A, b, theirs, None, pc)
-    its, reason, res = solve_rhs(A, b, None, ours, pc)
+    A = pkp.aij(S, comm)
+    its_p, reason_p, _, res_p = solve(A, theirs, pc=pc, b_whole=b)
+    its, reason, _, res = solve(A, None, ours, pc=pc, b_whole=b)
     if (name, pc, theirs) in BOTH_DIVERGE:
         assert reason < 0 and reason_p < 0
         return

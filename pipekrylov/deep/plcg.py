@@ -190,7 +190,7 @@ def _iterate(run, A, x, l, sigma, pool, pipe, report_initial):
                 raise Breakdown("diverged_indefinite_mat",
                                 f"matrix is not positive definite: (A v, v) = {eta:.3e} <= 0")
             raise BasisBreakdown(f"LDL^T pivot {eta:.3e} <= 0 in iteration {k}")
-        SOLUTION_UPDATE({"p": p, "v": levels[0][k], "x": x},
+        _solution_update()({"p": p, "v": levels[0][k], "x": x},
                         {"a": -d_prev / eta, "t": 1.0 / eta, "zeta": zeta})
         pool.give(levels[0].pop(k - 1, None))
         run.iterations = it0 + k + 1
@@ -222,13 +222,14 @@ def _advance_levels(levels, top, k, sigma, gamma_k, delta_prev, delta_k, pool):
     for m in range(l):
         above = levels[m + 1][k] if m + 1 < l else top
         new = pool.take()
-        LEVEL_UPDATE({"q": new, "qk": levels[m][k], "top": above, "qm": levels[m].get(k - 1, above)},
+        _level_update()({"q": new, "qk": levels[m][k], "top": above, "qm": levels[m].get(k - 1, above)},
                      {"a": (sigma[m] - gamma_k) / delta_k, "d": 1.0 / delta_k, "e": delta_prev / delta_k})
         levels[m][k + 1] = new
     for m in range(1, l):
         pool.give(levels[m].pop(k - 1, None))
 
 
+# fused_kernel caches its kernels: these calls cost a dictionary lookup per iteration
 def _next_column(l):
     """The fused kernel: u, z three-term updates and the l + 1 dots of the next column."""
     return fused_kernel(["u = d*u - g*ui - e*um", "z = d*z - g*zi - e*zm"],
@@ -242,19 +243,3 @@ def _level_update():
 
 def _solution_update():
     return fused_kernel(["p = a*p + t*v", "x = x + zeta*p"], scalars=["a", "t", "zeta"])
-
-
-class _Lazy:
-    """A kernel compiled on first use (importing the solver compiles nothing)."""
-
-    def __init__(self, make):
-        self.make, self.kernel = make, None
-
-    def __call__(self, vectors, scalars):
-        if self.kernel is None:
-            self.kernel = self.make()
-        return self.kernel(vectors, scalars)
-
-
-LEVEL_UPDATE = _Lazy(_level_update)
-SOLUTION_UPDATE = _Lazy(_solution_update)
