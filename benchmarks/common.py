@@ -17,22 +17,49 @@ def best_time(comm, func, repeat=20):
     return best_times(comm, {"f": func}, repeat)["f"]
 
 
-def best_times(comm, funcs, repeat=20):
+def best_times(comm, funcs, repeat=20, before=None):
     """Best times of several functions measured in interleaved rounds.
 
     Interleaving spreads the machine's noise over all candidates alike, so their ratios
-    mean something on a shared, noisy machine.
+    mean something on a shared, noisy machine.  ``before`` (untimed) runs before each
+    call, e.g. ``CacheFlush`` to time from memory.
     """
     for func in funcs.values():
         func()
     best = {name: np.inf for name in funcs}
     for _ in range(repeat):
         for name, func in funcs.items():
+            if before is not None:
+                before()
             comm.Barrier()
             t0 = time.perf_counter()
             func()
             best[name] = min(best[name], comm.allreduce(time.perf_counter() - t0, op=max_op()))
     return best
+
+
+def last_level_cache_bytes(default=32 << 20):
+    """Size of the largest CPU cache (Linux sysfs), else ``default``."""
+    import glob
+    sizes = []
+    for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
+        with open(path) as f:
+            text = f.read().strip()
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1], 1)
+        sizes.append(int(text.rstrip("KMG")) * scale)
+    return max(sizes, default=default)
+
+
+class CacheFlush:
+    """Writes a buffer of twice the last-level cache (shared by the ``ranks`` of a node),
+    so that what runs next reads its data from memory, not from a cache that a previous
+    call (or a smaller competitor) left warm."""
+
+    def __init__(self, ranks=1):
+        self.buffer = np.zeros(2 * last_level_cache_bytes() // 8 // ranks)
+
+    def __call__(self):
+        self.buffer += 1.0
 
 
 def max_op():
@@ -47,19 +74,22 @@ def stream_triad(comm, n_per_rank):
     return 24.0 * n_per_rank * comm.Get_size() / t
 
 
-def per_iteration(comm, solver, A, b, iterations, repeat, latency=0.0, M="jacobi"):
-    """Best over ``repeat`` solves of exactly ``iterations`` iterations (rtol 0): the
-    slowest rank's time per iteration and its time blocked in reductions per iteration."""
+def per_iteration(comm, solver, A, b, iterations, repeat, latencies=(0.0,), M="jacobi"):
+    """Per injected latency: the best over ``repeat`` solves of exactly ``iterations``
+    iterations (rtol 0) of the slowest rank's time per iteration, and its time blocked in
+    reductions per iteration.  The latencies take turns within each repetition, so the
+    machine's noise falls on all of them alike (their differences are what is reported)."""
     from mpi4py import MPI
-    best, blocked = np.inf, np.nan
+    best = {L: (np.inf, np.nan) for L in latencies}
     for _ in range(repeat):
-        comm.Barrier()
-        res = solver(A, b, rtol=0.0, maxiter=iterations, M=M, latency=latency)
-        t = comm.allreduce(res.timings["total"], op=MPI.MAX) / res.iterations
-        if t < best:
-            best = t
-            blocked = comm.allreduce(res.timings["reductions_blocked"], op=MPI.MAX) / res.iterations
-    return best, blocked
+        for L in latencies:
+            comm.Barrier()
+            res = solver(A, b, rtol=0.0, maxiter=iterations, M=M, latency=L)
+            t = comm.allreduce(res.timings["total"], op=MPI.MAX) / res.iterations
+            if t < best[L][0]:
+                blocked = comm.allreduce(res.timings["reductions_blocked"], op=MPI.MAX) / res.iterations
+                best[L] = (t, blocked)
+    return best
 
 
 def print_table(comm, header, rows):

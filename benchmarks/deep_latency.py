@@ -40,11 +40,12 @@ def main():
         solvers[f"p({l})-cg"] = (lambda A, b, l=l, **kw: pk.plcg(A, b, depth=l, interval=(0.0, 2.2), **kw), 1)
     rows, hidden = [], {}
     for name, (solver, reductions) in solvers.items():
-        t0 = per_iteration(comm, solver, A, b, its, args.repeat)[0]
+        times = per_iteration(comm, solver, A, b, its, args.repeat, [0.0] + [f * spmv for f in args.factors])
+        t0 = times[0.0][0]
         cells = [name, f"{t0 * 1e3:.2f}"]
         for f in args.factors:
             L = f * spmv
-            tL = per_iteration(comm, solver, A, b, its, args.repeat, L)[0]
+            tL = times[L][0]
             hidden[(name, f)] = 1 - (tL - t0) / (reductions * L)
             cells += [f"{tL * 1e3:.2f}", f"{hidden[(name, f)]:.0%}"]
         rows.append(cells)

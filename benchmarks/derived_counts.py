@@ -1,14 +1,16 @@
 """Iterations to rtol 1e-8 of the derived methods, their base methods and PETSc's pipelined KSPs.
 
-    python benchmarks/derived_counts.py             # iteration counts
-    python benchmarks/derived_counts.py --accuracy  # attainable accuracy
+    python benchmarks/derived_counts.py [--pc jacobi]             # iteration counts
+    python benchmarks/derived_counts.py --accuracy [--pc jacobi]  # attainable accuracy
 
 
-Serial, no preconditioner, b = A * ones, on the real matrices (tests/data).  Prints, per
+Serial, no preconditioner (or --pc jacobi), b = A * ones, on the real matrices
+(tests/data).  Prints, per
 matrix and method: the classic method's iterations; the derived pipelined method's without
 and with automatic residual replacement (and how many replacements); PETSc's pipelined
 counterpart (pipecg, pipecr, pipebcgs); and the true relative residuals at the end.
 """
+import argparse
 import os
 import sys
 
@@ -23,14 +25,14 @@ from helpers import NONSYMMETRIC, SPD, load  # noqa: E402
 PETSC = {"cg": "pipecg", "cr": "pipecr", "bicgstab": "pipebcgs"}
 
 
-def petsc_solve(A, b, ksp_type):
+def petsc_solve(A, b, ksp_type, pc):
     from petsc4py import PETSc
     from pipekrylov.petsc import aij
     M = aij(A)
     ksp = PETSc.KSP().create(PETSc.COMM_SELF)
     ksp.setOperators(M)
     ksp.setType(ksp_type)
-    ksp.getPC().setType("none")
+    ksp.getPC().setType(pc or "none")
     if ksp_type != "pipecr":
         ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
     ksp.setTolerances(rtol=1e-8, atol=0.0, max_it=30000)
@@ -40,29 +42,34 @@ def petsc_solve(A, b, ksp_type):
     return ksp.getIterationNumber(), xv.array.copy()
 
 
-def accuracy():
+def accuracy(pc):
     """Solve to rtol 1e-10 with three times the classic iterations to 1e-8 as budget."""
-    comm = MPI.COMM_SELF
+    kw = dict(comm=MPI.COMM_SELF, M=pc)
     print("| matrix | method | classic | derived | derived + replacement (replacements) |")
     print("|---|---|---|---|---|")
     for method, name in [("cg", "494_bus"), ("cg", "1138_bus"), ("cg", "bcsstk15"),
-                         ("bicgstab", "orsirr_1"), ("bicgstab", "1138_bus")]:
+                         ("cr", "bcsstk15"), ("bicgstab", "orsirr_1"), ("bicgstab", "1138_bus"),
+                         ("bicgstab", "bcsstk15")]:
         A = load(name)
         b = A @ np.ones(A.shape[0])
         true = lambda x: np.linalg.norm(b - A @ x) / np.linalg.norm(b)  # noqa: E731
-        budget = 3 * getattr(pk, method)(A, b, rtol=1e-8, maxiter=30000, comm=comm).iterations
-        runs = [getattr(pk, method)(A, b, rtol=1e-10, maxiter=budget, comm=comm),
-                pk.pipelined(method)(A, b, rtol=1e-10, maxiter=budget, comm=comm),
-                pk.pipelined(method, replace_automatic=True)(A, b, rtol=1e-10, maxiter=budget, comm=comm)]
+        budget = 3 * getattr(pk, method)(A, b, rtol=1e-8, maxiter=30000, **kw).iterations
+        runs = [getattr(pk, method)(A, b, rtol=1e-10, maxiter=budget, **kw),
+                pk.pipelined(method)(A, b, rtol=1e-10, maxiter=budget, **kw),
+                pk.pipelined(method, replace_automatic=True)(A, b, rtol=1e-10, maxiter=budget, **kw)]
         print(f"| {name} | {method} | {true(runs[0].x):.1e} | {true(runs[1].x):.1e} | "
               f"{true(runs[2].x):.1e} ({runs[2].replacements}{'' if runs[2].info == 0 else ', ' + runs[2].reason}) |",
               flush=True)
 
 
 def main():
-    if "--accuracy" in sys.argv:
-        return accuracy()
-    comm = MPI.COMM_SELF
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--accuracy", action="store_true")
+    parser.add_argument("--pc", choices=["jacobi"], default=None)
+    args = parser.parse_args()
+    if args.accuracy:
+        return accuracy(args.pc)
+    kw = dict(rtol=1e-8, maxiter=30000, comm=MPI.COMM_SELF, M=args.pc)
     print("| matrix | method | classic | derived | derived + RR (replacements) | PETSc | "
           "true residual: classic / derived / derived + RR / PETSc |")
     print("|---|---|---|---|---|---|---|")
@@ -71,12 +78,12 @@ def main():
         b = A @ np.ones(A.shape[0])
         true = lambda x: np.linalg.norm(b - A @ x) / np.linalg.norm(b)  # noqa: E731
         for method in (["cg", "cr"] if name in SPD else []) + ["bicgstab"]:
-            classic = getattr(pk, method)(A, b, rtol=1e-8, maxiter=30000, comm=comm)
+            classic = getattr(pk, method)(A, b, **kw)
             if classic.info != 0:
                 continue
-            derived = pk.pipelined(method)(A, b, rtol=1e-8, maxiter=30000, comm=comm)
-            rr = pk.pipelined(method, replace_automatic=True)(A, b, rtol=1e-8, maxiter=30000, comm=comm)
-            its, x = petsc_solve(A, b, PETSC[method])
+            derived = pk.pipelined(method)(A, b, **kw)
+            rr = pk.pipelined(method, replace_automatic=True)(A, b, **kw)
+            its, x = petsc_solve(A, b, PETSC[method], args.pc)
             print(f"| {name} | {method} | {classic.iterations} | {derived.iterations} | "
                   f"{rr.iterations} ({rr.replacements}) | {its} | {true(classic.x):.0e} / "
                   f"{true(derived.x):.0e} / {true(rr.x):.0e} / {true(x):.0e} |", flush=True)

@@ -107,16 +107,30 @@ def test_bad_descriptions_are_clear_errors(line, message):
 SYMMETRIC = {"poisson2d": 24, "poisson3d": 9, "anisotropic2d": 20}
 NONSYMMETRIC = {"convection_diffusion2d": 24}
 CLASSIC = {"cg": pk.cg, "cg-hs": pk.cg, "cr": pk.cr, "bicgstab": pk.bicgstab}
-# real matrices each base method solves to 1e-8 in few enough iterations that rounding
-# does not decide the count (the ill-conditioned ones are in test_attainable_accuracy)
-MATRICES = {"cg": ["nos4", "gr_30_30"], "cg-hs": ["nos4", "gr_30_30"], "cr": ["nos4", "gr_30_30"],
-            "bicgstab": ["gr_30_30", "cage9"], "cgs": ["cage9"]}
+# The real matrices each base method solves to 1e-8 with Jacobi, every SPD one for the
+# symmetric methods.  Left out, as scipy's tests list their per-case exceptions:
+# - BiCGStab on 494_bus, 1138_bus, bcsstk15 and orsirr_1: the classic method's own count
+#   moves by more than 5% with the partition alone (494_bus 699 / 1824 / 1579 iterations
+#   at 1 / 2 / 4 ranks), so rounding, not the derivation, decides the comparison;
+# - CGS on 1138_bus (the same) and hor_131 (its residuals leave the base method's within
+#   20 iterations: CGS squares the rounding errors of an ill-conditioned BiCG);
+# - west0479: no base method converges on it with Jacobi (INDEX.md: hard unpreconditioned).
+# Without a preconditioner the badly scaled matrices (bcsstk*, *_bus) cost the pipelined
+# methods 5-30% more iterations, PETSc's pipecg as ours (docs/derivation.md has the table).
+SPD_MATRICES = ["bcsstk01", "nos4", "494_bus", "gr_30_30", "1138_bus", "bcsstk15"]
+MATRICES = {"cg": SPD_MATRICES, "cg-hs": SPD_MATRICES, "cr": SPD_MATRICES,
+            "bicgstab": ["bcsstk01", "nos4", "gr_30_30", "hor_131", "cage9"],
+            "cgs": ["bcsstk01", "nos4", "gr_30_30", "494_bus", "bcsstk15", "orsirr_1", "cage9"]}
 # CGS squares the BiCG polynomial and with it the rounding errors: on the nonsymmetric
 # generator its count moves by 8% between two orderings of the same sums, so it is
 # checked on the generators where it is not erratic
 GENERATED_FOR = {"cg": list(SYMMETRIC), "cg-hs": list(SYMMETRIC), "cr": list(SYMMETRIC),
                  "bicgstab": list(NONSYMMETRIC) + ["poisson2d"], "cgs": ["poisson2d", "anisotropic2d"]}
 CASES = [(m, p) for m in BASES for p in GENERATED_FOR[m] + MATRICES[m]]
+# BiCGStab on hor_131 (cond 4.3e4) nearly breaks down at iteration 15, after which the two
+# histories part at the 1e-3 level; the count still agrees (the issue asks equal histories
+# of well-conditioned problems)
+HISTORY_PARTS = {("bicgstab", "hor_131")}
 
 
 def problem(comm, name):
@@ -142,7 +156,7 @@ def test_derived_reproduces_its_base_method(comm, method, name):
                               iterations=derived.iterations + 5)
         base_its = int(np.argmax(base_norms < 1e-8 * np.linalg.norm(A @ np.ones(A.shape[0]))))
     assert derived.info == 0, derived.message
-    k = min(20, len(base_norms), len(derived.residual_norms))
+    k = min(20 if (method, name) not in HISTORY_PARTS else 12, len(base_norms), len(derived.residual_norms))
     assert np.allclose(derived.residual_norms[:k], base_norms[:k], rtol=1e-6), "first 20 iterations differ"
     assert abs(derived.iterations - base_its) <= max(1, 0.05 * base_its)
     assert rel(A @ D.gather(derived.x), A @ np.ones(A.shape[0])) < 1e-7
@@ -214,20 +228,27 @@ def petsc_iterations(A, b, ksp_type, pc="none"):
     return ksp.getIterationNumber()
 
 
-PETSC_CASES = [("cg", "pipecg", n) for n in ("poisson2d", "anisotropic2d", "nos4", "gr_30_30", "bcsstk01", "494_bus", "bcsstk15")] + \
-              [("cr", "pipecr", n) for n in ("poisson2d", "nos4", "gr_30_30", "494_bus", "1138_bus")] + \
-              [("bicgstab", "pipebcgs", n) for n in ("convection_diffusion2d", "gr_30_30", "cage9", "nos4")]
+# Without a preconditioner, where the count is not decided by rounding; with Jacobi, every
+# matrix the method solves except BiCGStab on the matrices listed at MATRICES above and on
+# hor_131 (ours 135, pipebcgs 146, classic BiCGStab 140: within the spread of rounding).
+# PETSc's CR tests ||M r||, ours ||r||: compared without a preconditioner only.
+PETSC_CASES = [("cg", "pipecg", "none", n) for n in ("poisson2d", "anisotropic2d", "nos4", "gr_30_30", "bcsstk01",
+                                                     "494_bus", "bcsstk15")] + \
+              [("cg", "pipecg", "jacobi", n) for n in ["poisson2d", "anisotropic2d"] + SPD_MATRICES] + \
+              [("cr", "pipecr", "none", n) for n in ("poisson2d", "nos4", "gr_30_30", "494_bus", "1138_bus", "bcsstk15")] + \
+              [("bicgstab", "pipebcgs", "none", n) for n in ("convection_diffusion2d", "gr_30_30", "cage9", "nos4")] + \
+              [("bicgstab", "pipebcgs", "jacobi", n) for n in ("convection_diffusion2d", "bcsstk01", "nos4", "gr_30_30",
+                                                               "cage9")]
 
 
-@pytest.mark.parametrize("ours,theirs,name", PETSC_CASES, ids=[f"{t}-{n}" for _, t, n in PETSC_CASES])
-def test_iteration_counts_agree_with_petsc(ours, theirs, name):
+@pytest.mark.parametrize("ours,theirs,pc,name", PETSC_CASES, ids=[f"{t}-{pc}-{n}" for _, t, pc, n in PETSC_CASES])
+def test_iteration_counts_agree_with_petsc(ours, theirs, pc, name):
     from mpi4py import MPI
+    pytest.importorskip("petsc4py")
     _, A = problem(MPI.COMM_SELF, name)
     b = A @ np.ones(A.shape[0])
-    if theirs == "pipecr":  # PETSc's CR tests ||M r||: give ours the same test through an identity M
-        pytest.importorskip("petsc4py")
-    res = pk.pipelined(ours)(A, b, rtol=1e-8, maxiter=20000, comm=MPI.COMM_SELF)
-    its = petsc_iterations(A, b, theirs)
+    res = pk.pipelined(ours)(A, b, rtol=1e-8, maxiter=20000, comm=MPI.COMM_SELF, M=None if pc == "none" else pc)
+    its = petsc_iterations(A, b, theirs, pc)
     assert res.info == 0
     if theirs != "pipecr" and petsc_iterations.true_residual > 1.01e-8:
         # PETSc stopped on a recursive residual that had drifted from b - A x; ours checks
@@ -259,22 +280,29 @@ def test_trace_one_iallreduce_per_phase_around_the_operators(comm, method, reduc
 
 
 # ---------------------------------------------------------------- attainable accuracy
-@pytest.mark.parametrize("method,name", [("cg", "494_bus"), ("cg", "1138_bus"), ("bicgstab", "orsirr_1"),
-                                         ("bicgstab", "1138_bus")])
-def test_attainable_accuracy_with_residual_replacement(method, name):
+ACCURACY_CASES = [("cg", "494_bus", None), ("cg", "1138_bus", None), ("cr", "bcsstk15", None),
+                  ("bicgstab", "orsirr_1", None), ("bicgstab", "1138_bus", None),
+                  ("cg", "1138_bus", "jacobi"), ("cg", "bcsstk15", "jacobi"), ("bicgstab", "bcsstk15", "jacobi")]
+
+
+@pytest.mark.parametrize("method,name,M", ACCURACY_CASES, ids=[f"{m}-{n}-{M}" for m, n, M in ACCURACY_CASES])
+def test_attainable_accuracy_with_residual_replacement(method, name, M):
     """Solve to rtol 1e-10 on ill-conditioned matrices: with replacement the derived
-    method's true residual is within 10x of the classic method's; without, the
-    recursive residual drifts and the true one is orders of magnitude worse.
-    (docs/derivation.md has the table, bcsstk15 and 1138_bus with CG included.)"""
+    method's true residual is within 10x of the classic method's; without a
+    preconditioner and without replacement, the recursive residual drifts and the true one
+    is orders of magnitude worse.  (docs/derivation.md has the table; p-CG on bcsstk15
+    without a preconditioner stops short, as PETSc's pipecgrr does.)"""
     from mpi4py import MPI
     A = load(name)
     b = A @ np.ones(A.shape[0])
-    classic_8 = getattr(pk, method)(A, b, rtol=1e-8, maxiter=30000, comm=MPI.COMM_SELF)
+    kw = dict(comm=MPI.COMM_SELF, M=M)
+    classic_8 = getattr(pk, method)(A, b, rtol=1e-8, maxiter=30000, **kw)
     budget = 3 * classic_8.iterations
-    classic = getattr(pk, method)(A, b, rtol=1e-10, maxiter=budget, comm=MPI.COMM_SELF)
-    with_rr = pk.pipelined(method, replace_automatic=True)(A, b, rtol=1e-10, maxiter=budget, comm=MPI.COMM_SELF)
-    without = pk.pipelined(method)(A, b, rtol=1e-10, maxiter=budget, comm=MPI.COMM_SELF)
+    classic = getattr(pk, method)(A, b, rtol=1e-10, maxiter=budget, **kw)
+    with_rr = pk.pipelined(method, replace_automatic=True)(A, b, rtol=1e-10, maxiter=budget, **kw)
+    without = pk.pipelined(method)(A, b, rtol=1e-10, maxiter=budget, **kw)
     true = lambda x: np.linalg.norm(b - A @ x) / np.linalg.norm(b)  # noqa: E731
     assert with_rr.replacements > 0
     assert true(with_rr.x) <= 10 * true(classic.x), (true(with_rr.x), true(classic.x))
-    assert true(without.x) > 100 * true(classic.x)
+    if M is None:
+        assert true(without.x) > 100 * true(classic.x)

@@ -217,19 +217,32 @@ class GeneratedSolver:
         assume r, u, w consistent) cannot go on: restart the method from x.
         """
         m = self.method
-        true = vec["b"] - run.A.matvec(vec[m.solution])
+        x = vec[m.solution]
+        true = vec["b"] - run.A.matvec(x)
         gap = true - vec[m.residual]
-        gap2, true2 = run.reduction.allreduce([gap @ gap, true @ true], "drift check")
+        gap2, true2, x2, b2 = run.reduction.allreduce([gap @ gap, true @ true, x @ x, vec["b"] @ vec["b"]],
+                                                      "drift check")
         if converged:
             if np.sqrt(true2) < run.atol:
                 return False
             self._startup(run, vec, scal)
             run.replacements += 1
             return True
-        if gap2 > np.finfo(float).eps * true2 and np.sqrt(true2) > run.atol:
+        # below the rounding error of b - A x itself a replacement gains nothing and its
+        # perturbation of the recurrences costs convergence
+        eps = np.finfo(float).eps
+        floor = eps * (self._norm_a(run) * np.sqrt(x2) + np.sqrt(b2))
+        if gap2 > eps * true2 and np.sqrt(gap2) > floor and np.sqrt(true2) > run.atol:
             self._replace(run, vec)
             return True
         return False
+
+    @staticmethod
+    def _norm_a(run):
+        """||A||_inf once per solve (collective); 0 for operators that cannot tell."""
+        if not hasattr(run, "norm_a"):
+            run.norm_a = run.A.norm_inf() if hasattr(run.A, "norm_inf") else 0.0
+        return run.norm_a
 
     def _replace(self, run, vec):
         """Residual replacement: the residual and every image from their definitions."""
