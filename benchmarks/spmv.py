@@ -6,10 +6,14 @@
 Prints, from one run: the STREAM-triad bandwidth measured with the same tools (a Numba
 loop); our SpMV's effective bandwidth and its ratio to the triad; scipy's ``A @ x`` and
 PETSc's MatMult on the same rows and their times relative to ours; and (serially) the
-column-index width variants that decided the kernels' index type.
+column-index width variants that decided the kernels' index type.  Everything is timed
+from memory: the triad's arrays are three times the last-level cache, and the cache is
+flushed before each SpMV (this machine's 300 MB L3 would otherwise hold the matrix of
+whichever kernel ran last, and a triad on small arrays would measure the cache).
 
 Bytes counted per SpMV: 8 + 4 per nonzero (value, uint32 column), 4 per row pointer
-(uint32, as PETSc's 32-bit PetscInt), 8 to read x and 8 to write y per row (no
+(uint32, as PETSc's 32-bit PetscInt; not for our kernel when it runs by runs of equal
+rows, which reads no row pointers), 8 to read x and 8 to write y per row (no
 write-allocate, as for the triad's 24 B).
 """
 import argparse
@@ -19,7 +23,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 import pipekrylov as pk
-from common import best_times, print_table, stream_triad
+from common import CacheFlush, best_times, last_level_cache_bytes, print_table, stream_triad
 
 
 def main():
@@ -32,9 +36,13 @@ def main():
     x = np.random.default_rng(comm.rank).random(p.nlocal)
     y = np.empty(p.nlocal)
     nnz = comm.allreduce(A.nnz_local)
-    nbytes = 12.0 * nnz + 20.0 * A.shape[0]
+    csr_bytes = 12.0 * nnz + 20.0 * A.shape[0]
+    our_bytes = csr_bytes - (4.0 * A.shape[0] if A.local.runs is not None else 0.0)
 
-    triad = stream_triad(comm, max(p.nlocal, 4_000_000))
+    # this machine's last-level cache (300 MB here) holds a 10^6-row matrix: the triad runs
+    # on arrays three times the cache, and every SpMV starts from a flushed cache
+    triad = stream_triad(comm, max(p.nlocal, last_level_cache_bytes() // 8 // comm.size))
+    flush = CacheFlush(comm.size)
     rows = A.to_scipy()  # scipy's own kernel on the same local rows (plus ghost columns)
     x_full = np.zeros(A.shape[0])
     x_full[p.start:p.end] = x
@@ -46,19 +54,21 @@ def main():
     xv, yv = B.createVecs()
     xv.array[:] = x
     times = best_times(comm, {"ours": lambda: A.matvec(x, y), "scipy": lambda: rows @ x_full,
-                              "petsc": lambda: B.mult(xv, yv)}, repeat=30)
+                              "petsc": lambda: B.mult(xv, yv)}, repeat=30, before=flush)
     t_ours, t_scipy, t_petsc = times["ours"], times["scipy"], times["petsc"]
     assert np.allclose(yv.array, A.matvec(x, y))
 
-    gbs = lambda t: nbytes / t / 1e9  # noqa: E731
+    gbs = lambda t, nbytes=csr_bytes: nbytes / t / 1e9  # noqa: E731
     table = [
         ["STREAM triad (Numba)", "-", f"{triad / 1e9:.1f}", "1.00", "-"],
-        ["pipekrylov SpMV", f"{t_ours * 1e3:.2f}", f"{gbs(t_ours):.1f}", f"{gbs(t_ours) / (triad / 1e9):.2f}", "1.00"],
+        ["pipekrylov SpMV", f"{t_ours * 1e3:.2f}", f"{gbs(t_ours, our_bytes):.1f}",
+         f"{gbs(t_ours, our_bytes) / (triad / 1e9):.2f}", "1.00"],
         ["scipy A @ x", f"{t_scipy * 1e3:.2f}", f"{gbs(t_scipy):.1f}", f"{gbs(t_scipy) / (triad / 1e9):.2f}", f"{t_scipy / t_ours:.2f}"],
         ["PETSc MatMult", f"{t_petsc * 1e3:.2f}", f"{gbs(t_petsc):.1f}", f"{gbs(t_petsc) / (triad / 1e9):.2f}", f"{t_petsc / t_ours:.2f}"],
     ]
     if comm.rank == 0:
-        print(f"2D Poisson {args.n}x{args.n} ({A.shape[0]} unknowns, {nnz} nonzeros), {comm.size} rank(s), best of 30 interleaved rounds")
+        print(f"2D Poisson {args.n}x{args.n} ({A.shape[0]} unknowns, {nnz} nonzeros), {comm.size} rank(s), "
+              "best of 30 interleaved rounds, caches flushed before each call")
     print_table(comm, ["kernel", "ms", "GB/s", "of triad", "time / ours"], table)
     if comm.size == 1:
         index_variants(rows)
@@ -68,6 +78,7 @@ def index_variants(A):
     """The textbook loop with other index types, beside the kernel we use."""
     import numba
     from pipekrylov.kernels import csr_matvec
+    from pipekrylov.matrix.distributed import CSRBlock
 
     @numba.njit(fastmath=False)
     def textbook(indptr, indices, data, x, y):
@@ -84,9 +95,13 @@ def index_variants(A):
         variants[f"textbook, {pointer.__name__} pointers, {index.__name__} columns"] = \
             (lambda args=args: textbook(*args))
     ours = (A.indptr.astype(np.uint32), A.indices.astype(np.uint32), A.data, x, y)
-    variants["ours: uint32 pointers, uint32 columns, unrolled by 2"] = lambda: csr_matvec(*ours)
-    times = best_times(MPI.COMM_SELF, variants, repeat=20)
-    print("\nCSR loop variants (serial, same rows, interleaved best of 20):")
+    variants["uint32 pointers, uint32 columns, unrolled by 2"] = lambda: csr_matvec(*ours)
+    block = CSRBlock(A)
+    if block.runs is not None:
+        variants["ours: runs of equal rows, straight-line per row length"] = \
+            lambda: block.multiply_rows(0, A.shape[0], x, y)
+    times = best_times(MPI.COMM_SELF, variants, repeat=20, before=CacheFlush())
+    print("\nCSR loop variants (serial, same rows, interleaved best of 20, caches flushed):")
     print_table(MPI.COMM_SELF, ["variant", "ms"], [[k, f"{v * 1e3:.2f}"] for k, v in times.items()])
 
 

@@ -7,10 +7,18 @@ every access through a signed index, and that test, not memory, bounded the sign
 2^32 nonzeros (4 bytes less per row, as PETSc's 32-bit PetscInt), else ``uint64``.  The
 inner loop is unrolled by two with two accumulators, as PETSc's
 ``PetscSparseDensePlusDot`` does.
+
+Matrices from stencils have long runs of rows of equal length (a 5-point Laplacian: all
+rows but the boundary ones hold 5 entries).  ``RowRuns`` records those runs and
+``runs_kernel`` multiplies them with straight-line code per length, summed as a balanced
+tree: no row-pointer loads, no inner loop, a short dependency chain (benchmarks/spmv.py
+measures it against the unrolled loop).
 """
+import functools
+
 import numpy as np
 
-from .compile import jit
+from .compile import compile_source, jit
 
 INDEX = "uint32"
 
@@ -20,7 +28,8 @@ def pointer_dtype(nnz):
     return "uint32" if nnz < 2 ** 32 else "uint64"
 _ONE, _TWO = np.uint64(1), np.uint64(2)
 
-__all__ = ["csr_matvec", "csr_matvec_add_rows", "csr_matvec_rows", "gather", "INDEX", "pointer_dtype"]
+__all__ = ["csr_matvec", "csr_matvec_add_rows", "csr_matvec_rows", "gather", "INDEX", "pointer_dtype",
+           "RowRuns", "runs_kernel", "runs_source"]
 
 _CSRS = ["uint32[::1], uint32[::1], float64[::1]", "uint64[::1], uint32[::1], float64[::1]"]
 
@@ -64,3 +73,86 @@ def gather(x, index, out):
     """out = x[index] (packing a halo send buffer without a temporary)."""
     for i in range(index.shape[0]):
         out[i] = x[index[i]]
+
+
+# ---------------------------------------------------------------- runs of equal length
+MAX_FIXED = 9          # straight-line code for rows of 1..9 entries (a 3D 7-point or 2D 9-point row)
+MIN_AVERAGE_RUN = 8    # with fewer rows per run on average the unrolled CSR loop is as fast
+
+
+class RowRuns:
+    """Maximal runs of consecutive rows with the same number of entries.
+
+    ``start`` holds each run's first row and, last, the number of rows; ``length`` the
+    entries per row of each run.  ``RowRuns.of(indptr)`` is None where runs are too short
+    to pay (irregular matrices).
+    """
+
+    def __init__(self, start, length):
+        self.start, self.length = start, length
+
+    @classmethod
+    def of(cls, indptr):
+        lengths = np.diff(np.asarray(indptr, dtype=np.int64))
+        if len(lengths) == 0:
+            return None
+        first = np.concatenate(([0], np.flatnonzero(np.diff(lengths)) + 1))
+        if len(lengths) < MIN_AVERAGE_RUN * len(first):
+            return None
+        return cls(np.append(first, len(lengths)).astype(np.int64), lengths[first].astype(np.int64))
+
+
+def _tree(terms):
+    """A balanced sum: ((t0 + t1) + (t2 + t3)) + t4 ..."""
+    while len(terms) > 1:
+        terms = [f"({terms[j]} + {terms[j + 1]})" if j + 1 < len(terms) else terms[j]
+                 for j in range(0, len(terms), 2)]
+    return terms[0]
+
+
+def _entry(j):
+    offset = f" + np.uint64({j})" if j else ""
+    return f"data[p{offset}] * x[indices[p{offset}]]"
+
+
+def runs_source(max_fixed=MAX_FIXED):
+    """The Python source of the run kernel (``print(runs_source())`` to read it)."""
+    lines = ["import numpy as np", "",
+             "def runs(first, last, start, length, indptr, indices, data, x, y):",
+             "    # y[first:last] = A[first:last] x, run by run",
+             "    g = np.searchsorted(start, first, side='right') - 1",
+             "    i = first",
+             "    while i < last:",
+             "        k = length[g]",
+             "        end = min(start[g + 1], last)",
+             "        p = np.uint64(indptr[i])"]
+    for k in range(1, max_fixed + 1):
+        lines += [f"        {'if' if k == 1 else 'elif'} k == {k}:",
+                  "            for r in range(i, end):",
+                  f"                y[r] = {_tree([_entry(j) for j in range(k)])}",
+                  f"                p += np.uint64({k})"]
+    lines += ["        else:  # longer rows: the unrolled loop of csr_matvec_rows",
+              "            for r in range(i, end):",
+              "                q = p + np.uint64(k)",
+              "                s0 = 0.0",
+              "                s1 = 0.0",
+              "                while p + np.uint64(2) <= q:",
+              f"                    s0 += {_entry(0)}",
+              f"                    s1 += {_entry(1)}",
+              "                    p += np.uint64(2)",
+              "                if p < q:",
+              f"                    s0 += {_entry(0)}",
+              "                    p += np.uint64(1)",
+              "                y[r] = s0 + s1",
+              "        i = end",
+              "        g += 1",
+              ""]
+    return "\n".join(lines)
+
+
+@functools.cache
+def runs_kernel():
+    """The compiled run kernel ``(first, last, start, length, indptr, indices, data, x, y)``."""
+    return compile_source(runs_source(), "runs",
+                          [f"void(int64, int64, int64[::1], int64[::1], {c}, float64[::1], float64[::1])"
+                           for c in _CSRS], fastmath=False)

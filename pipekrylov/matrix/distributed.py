@@ -4,8 +4,8 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from ..kernels import csr_matvec, csr_matvec_add_rows, csr_matvec_rows
-from ..kernels.spmv import INDEX, pointer_dtype
+from ..kernels import csr_matvec_add_rows, csr_matvec_rows
+from ..kernels.spmv import INDEX, RowRuns, pointer_dtype, runs_kernel
 from ..parallel import collective_check
 from ..parallel.halo import HaloExchange
 from ..parallel.partition import RowPartition
@@ -140,12 +140,11 @@ class DistributedCSR:
         local = self.local
         self.halo.start(x)
         if progress is None:
-            csr_matvec(local.indptr, local.indices, local.data, x, y)
+            local.multiply_rows(0, self.partition.nlocal, x, y)
         else:
             n = self.partition.nlocal
             for c in range(chunks):
-                csr_matvec_rows(n * c // chunks, n * (c + 1) // chunks, local.indptr,
-                                local.indices, local.data, x, y)
+                local.multiply_rows(n * c // chunks, n * (c + 1) // chunks, x, y)
                 progress()
         ghost_values = self.halo.finish()
         if len(self.ghost_rows):
@@ -233,6 +232,15 @@ class CSRBlock:
         self.indices = np.ascontiguousarray(A.indices, dtype=INDEX)
         self.indptr = np.ascontiguousarray(A.indptr, dtype=pointer_dtype(A.nnz))
         self.nnz = len(self.data)
+        self.runs = RowRuns.of(self.indptr)
+
+    def multiply_rows(self, first, last, x, y):
+        """y[first:last] = (A x)[first:last], by runs of equal rows where they pay."""
+        if self.runs is not None:
+            runs_kernel()(first, last, self.runs.start, self.runs.length, self.indptr, self.indices,
+                          self.data, x, y)
+        else:
+            csr_matvec_rows(first, last, self.indptr, self.indices, self.data, x, y)
 
     def to_scipy(self):
         return sp.csr_matrix((self.data, self.indices.astype(np.int64), self.indptr.astype(np.int64)),
