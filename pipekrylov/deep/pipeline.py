@@ -2,7 +2,7 @@
 compute, and the operator application they overlap."""
 import numpy as np
 
-__all__ = ["Pipeline", "VectorPool", "true_residual_ok"]
+__all__ = ["Pipeline", "VectorPool"]
 
 
 class Pipeline:
@@ -63,16 +63,3 @@ class VectorPool:
     def give(self, vector):
         if vector is not None:
             self.free.append(vector)
-
-
-def true_residual_ok(run, x, natural):
-    """Recurrences' residuals drift from the true one: accept convergence only if
-    ``||b - A x||`` (``||.||_M`` with ``natural``) passes too; else record it and let the
-    caller restart from ``x``.  Collective."""
-    r = run.b - run.A.matvec(x)
-    mr = run.precondition(r, np.empty_like(r)) if natural and run.M is not None else r
-    true = float(np.sqrt(max(run.reduction.allreduce([r @ mr], "true ||r||")[0], 0.0)))
-    if true < run.atol:
-        return True
-    run.history[-1] = true
-    return False

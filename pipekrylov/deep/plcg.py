@@ -27,7 +27,7 @@ import numpy as np
 from ..kernels import fused_kernel
 from ..solvers.common import Breakdown, SolverRun
 from .basis import BandedColumns, BasisBreakdown, complete_column
-from .pipeline import Pipeline, VectorPool, true_residual_ok
+from .pipeline import Pipeline, VectorPool
 from .spectrum import resolve_shifts
 
 __all__ = ["plcg"]
@@ -196,7 +196,7 @@ def _iterate(run, A, x, l, sigma, pool, pipe, report_initial):
         run.iterations = it0 + k + 1
         run.iterated(x)
         if run.converged(run.iterations, abs(zeta) * delta[k] / eta):
-            return true_residual_ok(run, x, natural=True)
+            return run.true_residual_passes(x, natural=True)
         if run.iterations >= run.maxiter:
             return False
     return False

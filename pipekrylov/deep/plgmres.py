@@ -25,7 +25,7 @@ import scipy.linalg as la
 from ..solvers.common import Breakdown, SolverRun
 from ..solvers.gmres import rotate_column
 from .basis import BandedColumns, BasisBreakdown, complete_column
-from .pipeline import Pipeline, VectorPool, true_residual_ok
+from .pipeline import Pipeline, VectorPool
 from .spectrum import resolve_shifts
 
 __all__ = ["plgmres"]
@@ -147,7 +147,7 @@ def _cycle(run, l, m, sigma, pipe, report_initial):
         step = y @ V[:done]
         x += run.precondition(step, np.empty_like(step)) if run.M is not None else step
         run.iterated(x)
-    if outcome == "converged" and not true_residual_ok(run, x, natural=False):
+    if outcome == "converged" and not run.true_residual_passes(x):
         outcome = "full"
     return outcome
 

@@ -164,9 +164,13 @@ class GeneratedSolver:
                     rnorm = float(np.sqrt(max(eval(self.norm, {}, scal), 0.0)))
                     if run.converged(iteration, rnorm):
                         # the recursive residual can drift from b - A x: accept only a
-                        # true residual that passes too (one SpMV), else restart from x
-                        if not self._drifted(run, vec, scal, True):
+                        # true residual that passes too, else restart from x (the drift is
+                        # then large against r, and the scalar recurrences, which assume
+                        # r, u, w consistent, cannot go on)
+                        if run.true_residual_passes(vec["x"]):
                             return vec["x"], iteration, run.stop_reason()
+                        self._startup(run, vec, scal)
+                        run.replacements += 1
                         break
                     if iteration == run.maxiter:
                         return vec["x"], iteration, "diverged_its"
@@ -190,7 +194,7 @@ class GeneratedSolver:
                 if every and run.iterations % every == 0:
                     self._replace(run, vec)
                 elif check and run.iterations % check == 0:
-                    self._drifted(run, vec, scal, False)
+                    self._replace_if_drifted(run, vec)
                 run.iterated(vec["x"])
             local = self._first_dots(vec) if run.replacements != replaced else local
             replaced = run.replacements
@@ -207,14 +211,13 @@ class GeneratedSolver:
                 raise Breakdown(test[2], f"p-{self.method.name}: {test[1]} fails "
                                          f"({name} = {scal[name]:.3e})")
 
-    def _drifted(self, run, vec, scal, converged):
-        """Replace the residual if it has drifted from b - A x; True if it did.  Collective.
+    def _replace_if_drifted(self, run, vec):
+        """Replace the residual if it has drifted from b - A x.  Collective.
 
-        Measured, not estimated: one SpMV and one small reduction.  Every 25 iterations:
-        replace when the drift exceeds sqrt(eps) ||b - A x|| while the solve is not about
-        to end; the recurrences go on.  When the recursive residual says converged but
-        b - A x does not, the drift is large against r and the scalar recurrences (which
-        assume r, u, w consistent) cannot go on: restart the method from x.
+        Measured, not estimated: one SpMV and one small reduction, every 25 iterations.
+        Replace when the drift exceeds sqrt(eps) ||b - A x|| and the rounding error of
+        b - A x itself (below that a replacement gains nothing and its perturbation of
+        the recurrences costs convergence), while the solve is not about to end.
         """
         m = self.method
         x = vec[m.solution]
@@ -222,20 +225,10 @@ class GeneratedSolver:
         gap = true - vec[m.residual]
         gap2, true2, x2, b2 = run.reduction.allreduce([gap @ gap, true @ true, x @ x, vec["b"] @ vec["b"]],
                                                       "drift check")
-        if converged:
-            if np.sqrt(true2) < run.atol:
-                return False
-            self._startup(run, vec, scal)
-            run.replacements += 1
-            return True
-        # below the rounding error of b - A x itself a replacement gains nothing and its
-        # perturbation of the recurrences costs convergence
         eps = np.finfo(float).eps
         floor = eps * (self._norm_a(run) * np.sqrt(x2) + np.sqrt(b2))
         if gap2 > eps * true2 and np.sqrt(gap2) > floor and np.sqrt(true2) > run.atol:
             self._replace(run, vec)
-            return True
-        return False
 
     @staticmethod
     def _norm_a(run):

@@ -92,6 +92,19 @@ class SolverRun:
     def norm(self, v, label):
         return float(np.sqrt(self.reduction.allreduce([v @ v], label)[0]))
 
+    def true_residual_passes(self, x, natural=False):
+        """Recurrences' residuals drift from the true one: a pipelined method accepts
+        convergence only if ``||b - A x||`` (``||.||_M`` with ``natural``) passes too;
+        if not, the true norm replaces the last history entry and the caller restarts
+        from ``x``.  Collective (one operator application, one reduction)."""
+        r = self.b - self.A.matvec(x)
+        mr = self.precondition(r, np.empty_like(r)) if natural and self.M is not None else r
+        true = float(np.sqrt(max(self.reduction.allreduce([r @ mr], "true ||r||")[0], 0.0)))
+        if true < self.atol:
+            return True
+        self.history[-1] = true
+        return False
+
     # -------------------------------------------------------------- result
     def finish(self, x, iterations, reason=None, message=""):
         if reason is None:
