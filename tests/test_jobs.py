@@ -73,7 +73,33 @@ def test_slurm_batch_script_runs_a_scaling_study(slurm, tmp_path):
     text = log.read_text() if log.exists() else ""
     assert out.returncode == 0, out.stdout + out.stderr + text + _logs(state)
     assert "2 tasks on 1 node(s)" in text and "[4/4]" in text
+    check_study(results)
 
+
+def test_pbs_batch_script_runs_a_scaling_study(tmp_path):
+    """No PBS server here: the script runs as a PBS MoM starts it, a copy in its spool
+    run from the home directory, in the environment it sets (PBS_O_WORKDIR, PBS_NODEFILE
+    with one line per MPI rank, PBS_JOBID), with its default launcher (mpirun on the
+    node file)."""
+    results = tmp_path / "results"
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    script = shutil.copy(os.path.join(ROOT, "jobs", "pbs_scaling.pbs"), spool / "4711.pbs-server.SC")
+    nodefile = tmp_path / "nodes"
+    nodefile.write_text("localhost\nlocalhost\n")
+    env = dict(environment(), PBS_O_WORKDIR=ROOT, PBS_NODEFILE=str(nodefile), PBS_JOBID="4711.pbs-server",
+               METHODS="cg p-cg", PROBLEM="poisson2d:60", RESULTS=str(results))
+    out = subprocess.run(["bash", str(script)], cwd=str(tmp_path), env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    check_study(results)
+    outside = subprocess.run(["bash", str(script)], cwd=ROOT, capture_output=True, text=True,
+                             env=dict(environment(), PBS_O_WORKDIR=ROOT), timeout=60)
+    assert outside.returncode != 0 and "not inside a PBS job" in outside.stderr
+
+
+def check_study(results):
+    """A study at 1 and 2 ranks of CG and p-CG: records, table, plot."""
     records = [json.loads(line) for line in (results / "records.jsonl").read_text().splitlines()]
     assert sorted((r["method"], r["ranks"]) for r in records) == [
         ("cg", 1), ("cg", 2), ("p-cg", 1), ("p-cg", 2)]
