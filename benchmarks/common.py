@@ -51,15 +51,17 @@ def last_level_cache_bytes(default=32 << 20):
 
 
 class CacheFlush:
-    """Writes a buffer of twice the last-level cache (shared by the ``ranks`` of a node),
+    """Reads a buffer of twice the last-level cache (shared by the ``ranks`` of a node),
     so that what runs next reads its data from memory, not from a cache that a previous
-    call (or a smaller competitor) left warm."""
+    call (or a smaller competitor) left warm.  Reads, not writes: dirty lines left in the
+    cache would be written back during the next, timed call."""
 
     def __init__(self, ranks=1):
-        self.buffer = np.zeros(2 * last_level_cache_bytes() // 8 // ranks)
+        self.buffer = np.ones(2 * last_level_cache_bytes() // 8 // ranks)  # written: real pages
+        self.total = 0.0
 
     def __call__(self):
-        self.buffer += 1.0
+        self.total += float(self.buffer.sum())
 
 
 def max_op():
