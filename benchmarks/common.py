@@ -1,4 +1,4 @@
-"""Helpers the benchmarks share: timing across ranks, a STREAM triad, table printing."""
+"""Helpers the benchmarks share: timing across ranks, a STREAM triad kernel, cache flushing, table printing."""
 import time
 
 import numpy as np
@@ -67,13 +67,6 @@ class CacheFlush:
 def max_op():
     from mpi4py import MPI
     return MPI.MAX
-
-
-def stream_triad(comm, n_per_rank):
-    """Aggregate triad bandwidth (bytes/s) of all ranks at once: 24 bytes per element."""
-    a, b, c = np.zeros(n_per_rank), np.ones(n_per_rank), np.ones(n_per_rank)
-    t = best_time(comm, lambda: triad(a, b, c, 3.0))
-    return 24.0 * n_per_rank * comm.Get_size() / t
 
 
 def per_iteration(comm, solver, A, b, iterations, repeat, latencies=(0.0,), M="jacobi"):

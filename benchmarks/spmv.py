@@ -6,10 +6,11 @@
 Prints, from one run: the STREAM-triad bandwidth measured with the same tools (a Numba
 loop, timed in the same rounds as the SpMVs); our SpMV's effective bandwidth and its
 ratio to the triad; scipy's ``A @ x`` and PETSc's MatMult on the same rows and their
-times relative to ours; and (serially) the CSR loop variants that decided the kernel.  Everything is timed
-from memory: the triad's arrays are three times the last-level cache, and the cache is
-flushed before each SpMV (this machine's 300 MB L3 would otherwise hold the matrix of
-whichever kernel ran last, and a triad on small arrays would measure the cache).
+times relative to ours; and (serially) the CSR loop variants that decided the kernel.
+Everything is timed from memory: the triad's arrays are three times the last-level
+cache, and the cache is flushed before each call (this machine's 300 MB L3 would
+otherwise hold the matrix of whichever kernel ran last, and a triad on small arrays
+would measure the cache).
 
 Bytes counted per SpMV: 8 + 4 per nonzero (value, uint32 column), 4 per row pointer
 (uint32, as PETSc's 32-bit PetscInt; not for our kernel when it runs by runs of equal
