@@ -70,6 +70,16 @@ def max_op():
     return MPI.MAX
 
 
+def poisson_with_spmv_time(comm, n):
+    """The latency benchmarks' problem: 2D Poisson n^2, b = A 1, and the SpMV time (best of
+    20) that sets the injected latencies."""
+    import pipekrylov as pk
+    A = pk.poisson2d(comm, n)
+    b = A.matvec(np.ones(A.partition.nlocal))
+    y = np.empty_like(b)
+    return A, b, best_time(comm, lambda: A.matvec(b, y), repeat=20)
+
+
 def per_iteration(comm, solver, A, b, iterations, repeat, latencies=(0.0,), M="jacobi"):
     """Per injected latency: the best over ``repeat`` solves of exactly ``iterations``
     iterations (rtol 0) of the slowest rank's time per iteration, and its time blocked in

@@ -18,7 +18,7 @@ import numpy as np
 from mpi4py import MPI
 
 import pipekrylov as pk
-from common import best_time, per_iteration, print_table
+from common import per_iteration, poisson_with_spmv_time, print_table
 
 
 def main():
@@ -28,10 +28,7 @@ def main():
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
-    A = pk.poisson2d(comm, args.n)
-    b = A.matvec(np.ones(A.partition.nlocal))
-    x = np.empty_like(b)
-    spmv = best_time(comm, lambda: A.matvec(b, x), repeat=20)
+    A, b, spmv = poisson_with_spmv_time(comm, args.n)
     pcg = pk.pipelined("cg")
     its = args.iterations
 
