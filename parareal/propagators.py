@@ -153,7 +153,8 @@ class StencilEuler:
     A forward-Euler step of the heat equation with zero Dirichlet boundaries is the
     Jacobi stencil ``u' = (1 - 2 d c) u + c S`` with ``c = nu dt / h**2`` on the grid
     padded by its boundary layer; the stencil package runs it with the given scheduler
-    (``stencil.Sweep``, ``stencil.PipelinedBlocking``), bit for bit the same either way.
+    (``stencil.Sweep``, ``stencil.PipelinedBlocking``, ``stencil.WavefrontTiles``), bit for
+    bit the same every way.
     """
 
     def __init__(self, problem, dt, scheduler=None):

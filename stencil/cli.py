@@ -19,7 +19,7 @@ from pipekrylov.atomic import atomic_write
 from .checkpoint import Checkpoint
 from .distributed import gather_layers, layer_partition
 from .run import advance
-from .schedulers import PipelinedBlocking, Sweep
+from .schedulers import PipelinedBlocking, Sweep, WavefrontTiles
 from .spec import BOUNDARIES, Stencil
 from .tuning import autotune, candidates
 
@@ -34,6 +34,8 @@ def make_scheduler(args, local_shape, stencil):
         return Sweep(args.threads, steps_per_pass=args.steps_per_pass)
     if args.scheduler == "blocked":
         return PipelinedBlocking(args.threads, args.block, args.steps_per_pass)
+    if args.scheduler == "tiles":
+        return WavefrontTiles(args.threads, args.tile, args.steps_per_pass)
     best, _ = autotune(local_shape, stencil, candidates(args.threads))
     return best
 
@@ -80,9 +82,12 @@ def main(argv=None):
     r.add_argument("--steps", type=int, default=100)
     r.add_argument("--c", type=float, default=0.1, help="nu*dt/h**2 (at most 1/(2 ndim))")
     r.add_argument("--boundary", choices=BOUNDARIES, default="dirichlet")
-    r.add_argument("--scheduler", choices=("sweep", "blocked", "auto"), default="blocked")
+    r.add_argument("--scheduler", choices=("sweep", "blocked", "tiles", "auto"), default="blocked",
+                   help="sweep: non-blocked; blocked: PipelinedBlocking (shared cache); "
+                        "tiles: WavefrontTiles (each core's cache, 3D); auto: autotune")
     r.add_argument("--threads", type=int, default=2, help="threads (team size) per rank")
     r.add_argument("--block", type=int, default=4, help="layers per block (blocked)")
+    r.add_argument("--tile", type=int, default=16, help="rows per tile (tiles)")
     r.add_argument("--steps-per-pass", type=int, default=4, help="steps per pass = halo depth")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--checkpoint", metavar="DIR")

@@ -22,7 +22,7 @@ import numpy as np
 
 from pipekrylov.kernels.compile import compile_source
 
-__all__ = ["layer_kernel", "kernel_source", "dummy_coefficient"]
+__all__ = ["layer_kernel", "kernel_source", "wavefront_kernel", "wavefront_source", "dummy_coefficient"]
 
 def _update(ndim, variable, centre, neighbours, a):
     total = neighbours[0]
@@ -33,17 +33,40 @@ def _update(ndim, variable, centre, neighbours, a):
     return f"c0*{centre} + c1*{total}"
 
 
-def _row_code(ndim, periodic, variable, indent):
-    """The loop over one row (last axis): vectorizable interior, then wrapped end points."""
+def _row_code(ndim, periodic, variable, indent, span=("1", "nx - 1")):
+    """The loop over the points ``span`` of one row (last axis): vectorizable interior,
+    then, periodic, the wrapped end points (a periodic row is always taken whole)."""
     rows = ["c", "s", "n", "b", "t"] if ndim == 3 else ["c", "b", "t"]
     def point(i, left, right):
         neighbours = [f"c[{left}]", f"c[{right}]"] + [f"{r}[{i}]" for r in rows[1:]]
         return f"w[{i}] = " + _update(ndim, variable, f"c[{i}]", neighbours, f"arow[{i}]")
     pad = " " * indent
-    code = [f"{pad}for i in range(1, nx - 1):", f"{pad}    " + point("i", "i - 1", "i + 1")]
+    if periodic:
+        span = ("1", "nx - 1")
+    code = [f"{pad}for i in range({span[0]}, {span[1]}):", f"{pad}    " + point("i", "i - 1", "i + 1")]
     if periodic:
         code += [f"{pad}{point('0', 'nx - 1', '1')}", f"{pad}{point('nx - 1', 'nx - 2', '0')}"]
     return code
+
+
+def _layer_code(ndim, periodic, variable, indent, span):
+    """Update layer ``k`` from ``src`` into ``dst`` over ``span`` of axis 1 (the rows of a
+    3D plane, the points of a 2D row; a periodic row is always taken whole)."""
+    pad = " " * indent
+    arow = [f"{pad}arow = a[k]" if variable else f"{pad}arow = c"]
+    if ndim == 2:
+        return ([f"{pad}c = src[k]", f"{pad}w = dst[k]", f"{pad}b = src[k - 1]", f"{pad}t = src[k + 1]"]
+                + arow + _row_code(2, periodic, variable, indent, span))
+    code = [f"{pad}for j in range({', '.join(span)}):",
+            f"{pad}    js = j - 1", f"{pad}    jn = j + 1"]
+    if periodic:
+        code += [f"{pad}    if js < 0:", f"{pad}        js = ny - 1",
+                 f"{pad}    if jn == ny:", f"{pad}        jn = 0"]
+    pad += "    "
+    code += [f"{pad}c = src[k, j]", f"{pad}w = dst[k, j]", f"{pad}s = src[k, js]",
+             f"{pad}n = src[k, jn]", f"{pad}b = src[k - 1, j]", f"{pad}t = src[k + 1, j]"]
+    code += [f"{pad}arow = a[k, j]" if variable else f"{pad}arow = c"]
+    return code + _row_code(3, periodic, variable, indent + 4)
 
 
 def kernel_source(ndim, periodic, variable):
@@ -52,25 +75,36 @@ def kernel_source(ndim, periodic, variable):
              "    nx = src.shape[-1]"]
     if ndim == 2:
         lines += ["    for k in range(k0, k1):"]
-        lines += ["        c = src[k]", "        w = dst[k]", "        b = src[k - 1]", "        t = src[k + 1]"]
-        lines += ["        arow = a[k]" if variable else "        arow = c"]
-        lines += _row_code(2, periodic, variable, 8)
+        lines += _layer_code(2, periodic, variable, 8, ("1", "nx - 1"))
     else:
         jlo, jhi = ("0", "ny") if periodic else ("1", "ny - 1")
         lines += ["    ny = src.shape[1]",
                   f"    for j0 in range({jlo}, {jhi}, rows_per_block):",
                   f"        j1 = min(j0 + rows_per_block, {jhi})",
                   "        for k in range(k0, k1):"]
-        lines += ["            for j in range(j0, j1):",
-                  "                js = j - 1", "                jn = j + 1"]
-        if periodic:
-            lines += ["                if js < 0:", "                    js = ny - 1",
-                      "                if jn == ny:", "                    jn = 0"]
-        lines += ["                c = src[k, j]", "                w = dst[k, j]",
-                  "                s = src[k, js]", "                n = src[k, jn]",
-                  "                b = src[k - 1, j]", "                t = src[k + 1, j]"]
-        lines += ["                arow = a[k, j]" if variable else "                arow = c"]
-        lines += _row_code(3, periodic, variable, 16)
+        lines += _layer_code(3, periodic, variable, 12, ("j0", "j1"))
+    return "\n".join(lines) + "\n"
+
+
+def wavefront_source(ndim, periodic, variable):
+    """Python source of the tile wavefront kernel (see :func:`wavefront_kernel`)."""
+    lines = ["def wavefront(buf0, buf1, a, c0, c1, lo, hi, first, last, front0, front1):",
+             "    nx = buf0.shape[-1]"]
+    lines += ["    ny = buf0.shape[1]"] if ndim == 3 else []
+    lines += ["    for front in range(front0, front1):",
+             "        for step in range(lo.size):",
+             "            k = front - step",
+             "            if k < lo[step] or k >= hi[step]:",
+             "                continue",
+             "            if step % 2 == 0:",
+             "                src = buf0",
+             "                dst = buf1",
+             "            else:",
+             "                src = buf1",
+             "                dst = buf0"]
+    # A periodic axis 1 is one tile: its ends are neighbours, no order of tiles exists.
+    span = ("0", "ny") if periodic and ndim == 3 else ("first[step]", "last[step]")
+    lines += _layer_code(ndim, periodic, variable, 12, span)
     return "\n".join(lines) + "\n"
 
 
@@ -80,6 +114,24 @@ def layer_kernel(ndim, periodic, variable):
     signature = numba.void(array, array, array, numba.float64, numba.float64,
                            numba.int64, numba.int64, numba.int64)
     return compile_source(kernel_source(ndim, periodic, variable), "layers", [signature],
+                          fastmath=False)
+
+
+def wavefront_kernel(ndim, periodic, variable):
+    """The compiled tile wavefront kernel (compiled once per process and machine).
+
+    ``wavefront(buf0, buf1, a, c0, c1, lo, hi, first, last, front0, front1)`` takes the
+    steps ``0 .. len(lo)-1`` of a pass over one tile, as a wavefront along axis 0: at
+    front ``f`` step ``s`` updates layer ``f - s`` if it lies in ``[lo[s], hi[s])``, over
+    ``[first[s], last[s])`` of axis 1.  Step ``s`` reads ``buf{s % 2}`` and writes the other.
+    The caller runs fronts ``[front0, front1)``; layer ``f - s`` of step ``s`` then needs
+    only step ``s - 1``'s layers up to ``f - s + 1``, done at the same front just before.
+    """
+    array = numba.types.Array(numba.float64, ndim, "C")
+    index = numba.types.Array(numba.int64, 1, "C")
+    signature = numba.void(array, array, array, numba.float64, numba.float64,
+                           index, index, index, index, numba.int64, numba.int64)
+    return compile_source(wavefront_source(ndim, periodic, variable), "wavefront", [signature],
                           fastmath=False)
 
 

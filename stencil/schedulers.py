@@ -9,17 +9,19 @@
   The team thus moves through the grid as a wavefront, each thread one step and two
   blocks behind its predecessor, while the blocks in between stay in the shared cache:
   a pass of P steps streams the grid once instead of P times.
+* :class:`WavefrontTiles` blocks for each core's private cache instead: a thread takes a
+  narrow skewed tile through all P steps as a wavefront; tiles go round the team.
 
-Threads are Python threads running the GIL-free compiled layer kernel; progress counters
-under one condition variable order them (a compiled loop spinning on a shared flag may
-never see it change, and prange iterations need not run concurrently).  An exception in
-any thread stops the team and is raised in the caller.
+Threads are Python threads running the GIL-free compiled kernels, ordered by progress
+counters (:class:`_Team`).
 """
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-__all__ = ["Sweep", "PipelinedBlocking"]
+import numpy as np
+
+__all__ = ["Sweep", "PipelinedBlocking", "WavefrontTiles"]
 
 
 def _chunks(lo, hi, parts):
@@ -81,9 +83,7 @@ class PipelinedBlocking:
 
     def run_pass(self, slab, steps):
         nblocks = -(-(slab.nlayers - 2) // self.block)
-        done = [0] * steps              # blocks finished per step
-        state = threading.Condition()
-        failed = []
+        team = _Team(steps)             # counter s: blocks step s has finished
 
         def blocks_of(step):
             lo, hi = slab.update_range(step, steps)
@@ -97,32 +97,113 @@ class PipelinedBlocking:
             # block b at "time" b + 2s, so a thread with several steps interleaves them.
             tasks = sorted((b + 2 * s, s, b, k0, k1) for s in range(first, steps, self.team)
                            for b, k0, k1 in blocks_of(s))
-            try:
-                for _, s, b, k0, k1 in tasks:
-                    if s > 0:
-                        with state:
-                            state.wait_for(lambda: failed or done[s - 1] >= min(b + 2, nblocks))
-                            if failed:
-                                return
-                    if k1 > k0:
-                        slab.update(s, k0, k1, self.rows_per_block)
-                    with state:
-                        done[s] += 1
-                        state.notify_all()
-            except BaseException as error:      # stop the team, report in the caller
-                with state:
-                    failed.append(error)
-                    state.notify_all()
+            for _, s, b, k0, k1 in tasks:
+                if s > 0 and not team.wait(s - 1, min(b + 2, nblocks)):
+                    return
+                if k1 > k0:
+                    slab.update(s, k0, k1, self.rows_per_block)
+                team.reach(s, b + 1)
 
-        team = [threading.Thread(target=worker, args=(t,), daemon=True)
-                for t in range(min(self.team, steps))]
-        for t in team:
-            t.start()
-        for t in team:
-            t.join()
-        if failed:
-            raise failed[0]
+        team.run(worker, min(self.team, steps))
         slab.finish_pass(steps)
+
+
+@dataclass(frozen=True)
+class WavefrontTiles:
+    """Temporal blocking in each core's private cache: skewed tiles, handed round a team.
+
+    Axis 1 (the rows of a 3D plane, the points of a 2D row) is cut into tiles of
+    ``tile``; tile ``t`` at step ``s`` is shifted back by ``s`` (skewed), so that, once
+    tile ``t-1`` is done, tile ``t`` depends on nothing after it.  One thread takes a
+    tile through all the steps of a pass as a wavefront along axis 0 (at front ``f``,
+    step ``s`` updates layer ``f - s``): the few layers of the tile between its leading
+    and trailing step stay in the core's L2 cache, and the grid is read and written in
+    memory once per pass.  Tiles go round the team (thread ``t mod team``); a thread
+    runs its tile's fronts up to ``f`` once tile ``t-1`` has passed front ``f``, which
+    covers both hazards at the tile edge (step ``s`` reads step ``s-1``'s values of the
+    neighbour tile; it overwrites values of step ``s-2`` that tile ``t-1``'s step ``s-1``
+    reads).  It synchronizes every ``fronts_per_sync`` fronts.
+
+    With a periodic axis 1 its ends are neighbours and tiles have no order: the whole
+    axis is one tile, run by one thread (use :class:`PipelinedBlocking` there).
+    """
+    team: int = 2
+    tile: int = 16
+    steps_per_pass: int = 8
+    fronts_per_sync: int = 8
+
+    def __post_init__(self):
+        _positive(self, "team", "tile", "steps_per_pass", "fronts_per_sync")
+
+    def tiles(self, length, steps, periodic):
+        """``[(first, last), ...]``: per tile, the range ``[first[s], last[s])`` of axis 1
+        (of ``length`` points) that step ``s`` updates."""
+        if periodic:
+            whole = np.zeros(steps, dtype=np.int64)
+            return [(whole, whole)]
+        lo, hi = 1, length - 1
+        edges = list(range(lo, hi, self.tile)) + [hi]
+        shift = np.arange(steps)
+        cut = [np.full(steps, lo)] + [np.maximum(lo, e - shift) for e in edges[1:-1]] + [np.full(steps, hi)]
+        return [(cut[t].astype(np.int64), cut[t + 1].astype(np.int64)) for t in range(len(cut) - 1)]
+
+    def run_pass(self, slab, steps):
+        lo, hi = np.array([slab.update_range(s, steps) for s in range(steps)], dtype=np.int64).T.copy()
+        tiles = self.tiles(slab.buffers[0].shape[1], steps, slab.stencil.periodic)
+        front0, front1 = int(lo.min()), int((hi + np.arange(steps)).max())
+        team = _Team(len(tiles))        # counter t: fronts tile t has finished
+
+        def worker(first):
+            for t in range(first, len(tiles), self.team):
+                for f0 in range(front0, front1, self.fronts_per_sync):
+                    f1 = min(f0 + self.fronts_per_sync, front1)
+                    if t > 0 and not team.wait(t - 1, f1):
+                        return
+                    slab.update_tile(lo, hi, *tiles[t], f0, f1)
+                    team.reach(t, f1)
+
+        team.run(worker, min(self.team, len(tiles)))
+        slab.finish_pass(steps)
+
+
+class _Team:
+    """Threads ordered by progress counters under one condition variable.  A compiled loop
+    spinning on a shared flag may never see it change, and prange iterations need not run
+    concurrently, hence Python threads; an exception in one stops the others and is raised
+    by :meth:`run` in the caller."""
+
+    def __init__(self, counters):
+        self.done = [0] * counters
+        self.state = threading.Condition()
+        self.failed = []
+
+    def wait(self, counter, value):
+        """Block until ``counter`` reaches ``value``; False if the team has failed."""
+        with self.state:
+            self.state.wait_for(lambda: self.failed or self.done[counter] >= value)
+            return not self.failed
+
+    def reach(self, counter, value):
+        with self.state:
+            self.done[counter] = value
+            self.state.notify_all()
+
+    def run(self, worker, threads):
+        """Run ``worker(i)`` on threads ``i = 0 .. threads-1``; raise the first failure."""
+        def guarded(i):
+            try:
+                worker(i)
+            except BaseException as error:      # stop the team, report in the caller
+                with self.state:
+                    self.failed.append(error)
+                    self.state.notify_all()
+        pool = [threading.Thread(target=guarded, args=(i,), daemon=True) for i in range(threads)]
+        for thread in pool:
+            thread.start()
+        for thread in pool:
+            thread.join()
+        if self.failed:
+            raise self.failed[0]
 
 
 def _positive(params, *names):

@@ -13,7 +13,7 @@ fixed boundary points are in each.  After a pass ``buffers[0]`` is current.
 """
 import numpy as np
 
-from .kernels import dummy_coefficient, layer_kernel
+from .kernels import dummy_coefficient, layer_kernel, wavefront_kernel
 
 __all__ = ["Slab"]
 
@@ -49,6 +49,7 @@ class Slab:
         else:
             self.coefficient = dummy_coefficient(stencil.ndim)
         self.kernel = layer_kernel(stencil.ndim, stencil.periodic, stencil.variable)
+        self.tile_kernel = None         # loaded when a scheduler first asks for it
 
     @property
     def owned_slice(self):
@@ -74,6 +75,15 @@ class Slab:
         src, dst = self.buffers[step % 2], self.buffers[(step + 1) % 2]
         s = self.stencil
         self.kernel(src, dst, self.coefficient, s.c0, s.c1, k0, k1, rows_per_block)
+
+    def update_tile(self, lo, hi, first, last, front0, front1):
+        """Fronts ``[front0, front1)`` of a pass over one tile: layer ranges ``[lo[s], hi[s])``,
+        axis-1 ranges ``[first[s], last[s])`` (see :func:`stencil.kernels.wavefront_kernel`)."""
+        s = self.stencil
+        if self.tile_kernel is None:
+            self.tile_kernel = wavefront_kernel(s.ndim, s.periodic, s.variable)
+        self.tile_kernel(*self.buffers, self.coefficient, s.c0, s.c1, lo, hi, first, last,
+                         front0, front1)
 
     def finish_pass(self, steps):
         if steps % 2:

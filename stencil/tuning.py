@@ -6,15 +6,18 @@ import numpy as np
 from mpi4py import MPI
 
 from .distributed import exchange_halos, make_slab
-from .schedulers import PipelinedBlocking
+from .schedulers import PipelinedBlocking, WavefrontTiles
 
 __all__ = ["autotune", "candidates"]
 
 
-def candidates(team=2, blocks=(1, 2, 4, 8), passes=(1, 2, 4), rows_per_block=(32,)):
-    """Team ``team``; blocks of ``blocks`` layers; ``team * p`` steps per pass for p in ``passes``."""
-    return [PipelinedBlocking(team, b, team * p, r)
-            for b, p, r in itertools.product(blocks, passes, rows_per_block)]
+def candidates(team=2, blocks=(1, 2, 4, 8), passes=(1, 2, 4), rows_per_block=(32,), tiles=(8, 16, 32)):
+    """Teams of ``team`` threads: :class:`PipelinedBlocking` with blocks of ``blocks``
+    layers and ``team * p`` steps per pass, and :class:`WavefrontTiles` with tiles of
+    ``tiles`` and ``4 * p`` steps per pass, for p in ``passes``."""
+    return ([PipelinedBlocking(team, b, team * p, r)
+             for b, p, r in itertools.product(blocks, passes, rows_per_block)]
+            + [WavefrontTiles(team, t, 4 * p) for t, p in itertools.product(tiles, passes)])
 
 
 def autotune(shape, stencil, options=None, repeat=1):

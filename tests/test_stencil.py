@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from stencil import (Checkpoint, PipelinedBlocking, Stencil, Sweep, advance, autotune,
-                     gather_layers, kernel_source, layer_partition, reference_run,
+from stencil import (Checkpoint, PipelinedBlocking, Stencil, Sweep, WavefrontTiles, advance,
+                     autotune, gather_layers, kernel_source, layer_partition, reference_run,
                      reference_step, scatter_layers)
 
 # grid sizes that are no multiple of any block size below
@@ -13,7 +13,11 @@ SHAPES = {2: (29, 23), 3: (19, 13, 11)}
 SCHEDULERS = [Sweep(1), Sweep(2, rows_per_block=4), Sweep(2, steps_per_pass=3),
               PipelinedBlocking(1, 1, 1), PipelinedBlocking(1, 3, 4), PipelinedBlocking(2, 1, 2),
               PipelinedBlocking(2, 4, 4, rows_per_block=3), PipelinedBlocking(2, 3, 7),
-              PipelinedBlocking(3, 2, 5)]
+              PipelinedBlocking(3, 2, 5),
+              WavefrontTiles(1, 1, 1), WavefrontTiles(1, 3, 4), WavefrontTiles(2, 1, 2),
+              WavefrontTiles(2, 4, 4, fronts_per_sync=1), WavefrontTiles(2, 3, 7, fronts_per_sync=3),
+              WavefrontTiles(3, 2, 5), WavefrontTiles(2, 64, 4),   # one tile wider than the grid
+              None]                                               # advance's default
 STEPS = 9   # not a multiple of any steps_per_pass above: a short last pass
 
 
@@ -44,6 +48,17 @@ def test_every_scheduler_equals_the_numpy_reference_bit_for_bit(case, scheduler)
     result = advance(u, stencil, STEPS, scheduler=scheduler)
     assert np.array_equal(result, expected)
     assert not np.array_equal(result, u)
+
+
+def test_wavefront_tiles_cover_axis_1_once_per_step_skewed_by_the_step():
+    tiles = WavefrontTiles(tile=4).tiles(length=15, steps=6, periodic=False)
+    assert len(tiles) == 4                           # edges 1, 5, 9, 13, 14
+    for s in range(6):
+        ranges = [(int(first[s]), int(last[s])) for first, last in tiles]
+        assert ranges[0][0] == 1 and ranges[-1][1] == 14
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+        assert ranges[1][0] == max(1, 5 - s)          # shifted back one point per step
+    assert len(WavefrontTiles().tiles(15, 6, periodic=True)) == 1
 
 
 def test_reference_is_the_heat_equation_forward_euler_step():
@@ -119,21 +134,24 @@ def test_input_grid_is_not_modified_and_zero_steps_copy():
     assert np.array_equal(same, u) and same is not u
 
 
-def test_a_failing_kernel_stops_the_whole_team(monkeypatch):
+@pytest.mark.parametrize("scheduler, method", [
+    (PipelinedBlocking(team=2, block=2, steps_per_pass=8), "update"),
+    (WavefrontTiles(team=2, tile=2, steps_per_pass=8, fronts_per_sync=2), "update_tile")], ids=repr)
+def test_a_failing_kernel_stops_the_whole_team(monkeypatch, scheduler, method):
     """An exception in one thread of the team must not leave the others waiting."""
     from stencil.slab import Slab
     calls = []
-    original = Slab.update
+    original = getattr(Slab, method)
 
-    def failing(self, step, k0, k1, rows):
-        calls.append(step)
-        if step == 1:
+    def failing(self, *args):
+        calls.append(args)
+        if len(calls) == 3:
             raise RuntimeError("kernel failed")
-        return original(self, step, k0, k1, rows)
-    monkeypatch.setattr(Slab, "update", failing)
+        return original(self, *args)
+    monkeypatch.setattr(Slab, method, failing)
     with pytest.raises(RuntimeError, match="kernel failed"):
-        advance(np.ones((40, 12)), Stencil.heat(2, 0.1), 8,
-                scheduler=PipelinedBlocking(team=2, block=2, steps_per_pass=8))
+        advance(np.ones((40, 12)), Stencil.heat(2, 0.1), 8, scheduler=scheduler)
+    assert len(calls) >= 3
 
 
 def test_autotune_returns_the_fastest_candidate_and_it_is_correct():
@@ -197,8 +215,8 @@ def test_parareal_heat_fine_propagator_runs_on_the_stencil_kernels():
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("case", CASES, ids=case_id)
-@pytest.mark.parametrize("scheduler", [Sweep(2), PipelinedBlocking(2, 2, 3), PipelinedBlocking(1, 3, 1)],
-                         ids=repr)
+@pytest.mark.parametrize("scheduler", [Sweep(2), PipelinedBlocking(2, 2, 3), PipelinedBlocking(1, 3, 1),
+                                       WavefrontTiles(2, 2, 3, fronts_per_sync=2)], ids=repr)
 def test_hybrid_mpi_equals_the_reference(comm, case, scheduler):
     ndim, boundary, variable = case
     shape = (4 * 5 + 3,) + SHAPES[ndim][1:]     # >= halo depth 3 on 4 ranks, not divisible

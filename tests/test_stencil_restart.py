@@ -12,15 +12,16 @@ import pytest
 from test_parareal_restart import environment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUN = ["-m", "stencil", "run", "--ndim", "3", "--n", "128", "--steps", "4000",
-       "--scheduler", "blocked", "--steps-per-pass", "4", "--boundary", "periodic"]
+RUN = ["-m", "stencil", "run", "--ndim", "3", "--n", "128", "--steps", "4000", "--steps-per-pass", "4"]
 LAUNCH = {1: [], 2: ["mpiexec", "-n", "2"]}
 
 
-@pytest.mark.parametrize("ranks", sorted(LAUNCH))
-def test_killed_stencil_run_resumes_to_the_identical_grid(tmp_path, ranks):
+@pytest.mark.parametrize("ranks, scheduler, boundary", [
+    (1, "blocked", "periodic"), (2, "blocked", "periodic"), (2, "tiles", "dirichlet")])
+def test_killed_stencil_run_resumes_to_the_identical_grid(tmp_path, ranks, scheduler, boundary):
     env = environment()
-    command = LAUNCH[ranks] + [sys.executable] + RUN
+    command = (LAUNCH[ranks] + [sys.executable] + RUN
+               + ["--scheduler", scheduler, "--boundary", boundary])
     reference = tmp_path / "reference.npy"
     subprocess.run(command + ["--output", str(reference)], check=True, env=env, cwd=ROOT,
                    timeout=300, capture_output=True)
