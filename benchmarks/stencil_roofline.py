@@ -6,8 +6,11 @@ Measures, in one run: STREAM copy and triad; the numpy reference; the non-blocke
 the in-core ceiling (each thread updating its own small grid, with rows as long as the
 big grid's, that stays in its L2 cache); the two temporal blockings, each autotuned on a
 slab of the grid and then timed on it: the shared-cache team (PipelinedBlocking) and the
-private-cache skewed tiles (WavefrontTiles).  Prints each kernel's rate, bytes per update,
-its share of the memory bound, and temporal blocking's speedup over the sweep.
+private-cache skewed tiles (WavefrontTiles); and Devito, the Python peer, on the same
+update when it is installed (an optional extra, not a dependency: run this script with
+a Python that has it and the repository on PYTHONPATH, OMP_NUM_THREADS=threads,
+DEVITO_LANGUAGE=openmp).  Prints each kernel's rate, bytes per update, its share of the
+memory bound, and the speedups over the sweep (and over Devito).
 """
 import argparse
 import time
@@ -16,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from stencil import (PipelinedBlocking, Stencil, Sweep, WavefrontTiles, advance, autotune,
-                     memory_bound, reference_step, stream)
+                     memory_bound, reference_run, reference_step, stream)
 from stencil.kernels import dummy_coefficient, layer_kernel
 
 
@@ -28,6 +31,41 @@ def rate(stencil, scheduler, steps, u):
             callback=lambda step, owned: ends.append((step, time.perf_counter())))
     (s0, t0), (s1, t1) = ends[0], ends[-1]
     return np.prod(np.subtract(u.shape, 2)) * (s1 - s0) / (t1 - t0)
+
+
+def devito_timer(stencil, u, steps):
+    """A function returning Devito's rate on the same update of ``u`` (float64, constant
+    coefficients, Dirichlet, ``opt=('advanced', {'openmp': True})``, threads from
+    OMP_NUM_THREADS), after checking it against the reference on a small grid; None when
+    Devito is not installed."""
+    try:
+        from devito import Eq, Grid, Operator, TimeFunction
+    except ImportError:
+        return None
+
+    def operator(shape):
+        grid = Grid(shape=shape, dtype=np.float64)
+        f = TimeFunction(name="u", grid=grid, space_order=2)
+        t, (x, y, z) = grid.stepping_dim, grid.dimensions
+        neighbours = (f[t, x, y, z - 1] + f[t, x, y, z + 1] + f[t, x, y - 1, z] + f[t, x, y + 1, z]
+                      + f[t, x - 1, y, z] + f[t, x + 1, y, z])
+        update = Eq(f.forward, stencil.c0 * f + stencil.c1 * neighbours, subdomain=grid.interior)
+        return f, Operator(update, opt=("advanced", {"openmp": True}))
+
+    small = np.random.default_rng(1).random((30, 30, 30))
+    f, op = operator(small.shape)
+    f.data[0], f.data[1] = small, small
+    op.apply(time_M=3)
+    assert np.allclose(f.data[0], reference_run(small, stencil, 4), rtol=1e-13, atol=0)
+    f, op = operator(u.shape)
+    f.data[0], f.data[1] = u, u
+    op.apply(time_M=0)                       # compiled and paged in outside the timing
+
+    def timed():
+        start = time.perf_counter()
+        op.apply(time_M=steps - 1)
+        return np.prod(np.subtract(u.shape, 2)) * steps / (time.perf_counter() - start)
+    return timed
 
 
 def in_core_rate(n, stencil, threads, calls=2000):
@@ -78,11 +116,15 @@ def main():
     # best of the rounds; STREAM before and after them.
     steps = max([args.steps] + [b.steps_per_pass for b in blockings.values()])
     schedulers = {f"non-blocked sweep ({args.threads} threads)": Sweep(args.threads), **blockings}
-    rates = {name: 0.0 for name in schedulers}
+    timers = {name: (lambda s=scheduler: rate(stencil, s, steps, u)) for name, scheduler in schedulers.items()}
+    devito = None if args.variable else devito_timer(stencil, u, steps)
+    if devito is not None:
+        timers["Devito, opt=advanced, OpenMP (float64)"] = devito
+    rates = {name: 0.0 for name in timers}
     bw = stream(args.threads)
     for _ in range(args.rounds):
-        for name, scheduler in schedulers.items():
-            rates[name] = max(rates[name], rate(stencil, scheduler, steps, u))
+        for name, timed in timers.items():
+            rates[name] = max(rates[name], timed())
     bw = {key: max(value, after) for (key, value), after in zip(bw.items(), stream(args.threads).values())}
     bound = memory_bound(bw["copy"], stencil.bytes_per_update)
     print(f"STREAM copy {bw['copy'] / 1e9:.1f} GB/s, triad {bw['triad'] / 1e9:.1f} GB/s "
@@ -94,6 +136,9 @@ def main():
              stencil.bytes_per_update)]
     rows += [(name, rates[name], stencil.bytes_per_update / scheduler.steps_per_pass)
              for name, scheduler in schedulers.items()]
+    if devito is not None:
+        rows.append(("Devito, opt=advanced, OpenMP (float64)", rates["Devito, opt=advanced, OpenMP (float64)"],
+                     stencil.bytes_per_update))
     if not args.variable:
         rows.append((f"in-core ceiling ({args.threads} threads, each in its L2)",
                      in_core_rate(args.n, stencil, args.threads), None))
@@ -104,6 +149,9 @@ def main():
         print(f"{name:90s} {r / 1e6:8.0f} {'' if nbytes is None else f'{nbytes:9.1f}'} {share}")
     print(f"non-blocked sweep: {sweep / bound:.2f} of the memory bound; temporal blocking / sweep: "
           + ", ".join(f"{name.split(' (')[0]} {rates[name] / sweep:.2f}x" for name in blockings))
+    if devito is not None:
+        print("/ Devito: " + ", ".join(f"{name.split(' (')[0]} {rates[name] / rates['Devito, opt=advanced, OpenMP (float64)']:.2f}x"
+                                       for name in schedulers))
 
 
 if __name__ == "__main__":
