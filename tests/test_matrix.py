@@ -25,11 +25,15 @@ def check_spmv(D, A, seed=0):
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("kind", GENERATED)
-def test_generators_equal_independent_assembly(comm, kind):
-    n = 7 if kind == "poisson3d" else 13
+@pytest.mark.parametrize("large", [False, True], ids=["small", "diagonal-runs"])
+def test_generators_equal_independent_assembly(comm, kind, large):
+    """Small grids run by CSR rows; larger ones by diagonal runs inside each rank's block."""
+    n = {False: 7, True: 20}[large] if kind == "poisson3d" else {False: 13, True: 40}[large]
     D = getattr(generators, kind)(comm, n)
     A = reference_stencil(kind, n)
     assert D.shape == A.shape and D.nnz == A.nnz
+    runs = D.local.runs
+    assert large == (runs is not None and bool(runs.diagonal.any()))
     check_spmv(D, A)
 
 
@@ -47,22 +51,28 @@ def test_matrix_market_reader_and_spmv(comm, name):
 
 def row_run_cases():
     rng = np.random.default_rng(5)
-    yield "5-point", reference_stencil("poisson2d", 37), True
+    yield "5-point", reference_stencil("poisson2d", 37), True, True
+    yield "7-point", reference_stencil("poisson3d", 20), True, True
+    banded = sp.diags([rng.random(500) for _ in range(7)], list(range(-3, 4)), shape=(500, 500), format="lil")
+    banded[250, 0] = 1.0       # one row off the pattern cuts a diagonal run in two
+    yield "banded with a row off the pattern", banded.tocsr(), True, True
     yield "12 per row (longer than the fixed code)", sp.diags(
-        [rng.random(500) for _ in range(12)], list(range(-6, 6)), shape=(500, 500), format="csr"), True
-    yield "empty rows", sp.csr_matrix((np.ones(3), ([0, 50, 99], [1, 2, 3])), shape=(100, 100)), True
-    yield "irregular", sp.random(300, 300, density=0.05, random_state=2, format="csr"), False
+        [rng.random(500) for _ in range(12)], list(range(-6, 6)), shape=(500, 500), format="csr"), True, False
+    yield "empty rows", sp.csr_matrix((np.ones(3), ([0, 50, 99], [1, 2, 3])), shape=(100, 100)), True, False
+    yield "irregular", sp.random(300, 300, density=0.05, random_state=2, format="csr"), False, False
 
 
 @pytest.mark.parametrize("case", list(row_run_cases()), ids=lambda c: c[0])
 def test_spmv_by_row_runs_equals_scipy_for_any_row_range(case):
-    """The run kernel (rows of equal length, straight-line code per length) serves stencil
-    matrices; irregular ones keep the CSR loop.  Row ranges that start and end inside a
-    run (the chunks of an overlapped SpMV) give the same numbers as one call."""
+    """The run kernel (rows of equal length, straight-line code per length; rows on the same
+    diagonals by diagonal) serves stencil matrices; irregular ones keep the CSR loop.  Row
+    ranges that start and end inside a run (the chunks of an overlapped SpMV) give the same
+    numbers as one call, and the diagonal runs the same numbers as the CSR runs."""
     from pipekrylov.matrix.distributed import CSRBlock
-    name, A, uses_runs = case
+    name, A, uses_runs, uses_diagonals = case
     block = CSRBlock(A)
     assert (block.runs is not None) == uses_runs
+    assert uses_diagonals == (uses_runs and bool(block.runs.diagonal.any()))
     x = np.random.default_rng(1).random(A.shape[1])
     whole, chunked = np.full(A.shape[0], np.nan), np.full(A.shape[0], np.nan)
     block.multiply_rows(0, A.shape[0], x, whole)
@@ -71,6 +81,11 @@ def test_spmv_by_row_runs_equals_scipy_for_any_row_range(case):
         block.multiply_rows(n * c // 7, n * (c + 1) // 7, x, chunked)
     assert np.array_equal(whole, chunked)
     assert rel(whole, A @ x) < 1e-14
+    if uses_diagonals:
+        block.runs.diagonal[:] = 0            # the same runs through the CSR code
+        by_rows = np.full(n, np.nan)
+        block.multiply_rows(0, n, x, by_rows)
+        assert np.array_equal(whole, by_rows)
 
 
 @pytest.mark.mpi

@@ -232,13 +232,15 @@ class CSRBlock:
         self.indices = np.ascontiguousarray(A.indices, dtype=INDEX)
         self.indptr = np.ascontiguousarray(A.indptr, dtype=pointer_dtype(A.nnz))
         self.nnz = len(self.data)
-        self.runs = RowRuns.of(self.indptr)
+        self.runs = RowRuns.of(self.indptr, self.indices, self.data)
 
     def multiply_rows(self, first, last, x, y):
-        """y[first:last] = (A x)[first:last], by runs of equal rows where they pay."""
+        """y[first:last] = (A x)[first:last], by runs of equal rows (and by diagonals
+        within them) where they pay."""
         if self.runs is not None:
-            runs_kernel()(first, last, self.runs.start, self.runs.length, self.indptr, self.indices,
-                          self.data, x, y)
+            r = self.runs
+            runs_kernel()(first, last, r.start, r.length, r.diagonal, r.offsets, r.offset_ptr, r.values,
+                          self.indptr, self.indices, self.data, x, y)
         else:
             csr_matvec_rows(first, last, self.indptr, self.indices, self.data, x, y)
 
