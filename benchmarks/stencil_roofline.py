@@ -1,6 +1,6 @@
 """MLUP/s of each stencil kernel on a grid much larger than the cache, beside the STREAM bound.
 
-    .venv/bin/python benchmarks/stencil_roofline.py [--n 420] [--steps 16] [--rounds 3] [--threads 2]
+    .venv/bin/python benchmarks/stencil_roofline.py [--ndim 3] [--n 420] [--steps 16] [--rounds 3] [--threads 2]
 
 Measures, in one run: STREAM copy and triad; the numpy reference; the non-blocked sweep;
 the in-core ceiling (each thread updating its own small grid, with rows as long as the
@@ -89,25 +89,29 @@ def in_core_rate(n, stencil, threads, calls=2000):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=420, help="grid points per axis (3D)")
+    parser.add_argument("--ndim", type=int, choices=(2, 3), default=3)
+    parser.add_argument("--n", type=int, help="grid points per axis (default 420 in 3D, 10000 in 2D)")
     parser.add_argument("--steps", type=int, default=16, help="steps timed per kernel and round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--variable", action="store_true", help="variable coefficients")
     args = parser.parse_args()
-    shape = (args.n,) * 3
+    args.n = args.n or {3: 420, 2: 10000}[args.ndim]
+    shape = (args.n,) * args.ndim
     rng = np.random.default_rng(0)
     u = rng.random(shape)
-    stencil = (Stencil(3, coefficient=0.1 * rng.random(shape)) if args.variable
-               else Stencil.heat(3, 0.1))
-    print(f"grid {args.n}^3 ({u.nbytes / 1e9:.2f} GB per array), {stencil.describe()}")
+    stencil = (Stencil(args.ndim, coefficient=0.1 * rng.random(shape)) if args.variable
+               else Stencil.heat(args.ndim, 0.1))
+    print(f"grid {args.n}^{args.ndim} ({u.nbytes / 1e9:.2f} GB per array), {stencil.describe()}")
     slab = (8 * args.threads * 4 + 16,) + shape[1:]
     slab_updates = np.prod(np.subtract(slab, 2))
     blockings = {}
     for kind, options in (
             ("pipelined temporal blocking", [PipelinedBlocking(args.threads, b, args.threads * p)
                                              for b in (1, 2, 4) for p in (1, 2, 4)]),
-            ("wavefront tiles", [WavefrontTiles(args.threads, t, T) for t in (8, 16, 32) for T in (4, 8, 16)])):
+            ("wavefront tiles", [WavefrontTiles(args.threads, t, T) for t in ((8, 16, 32) if args.ndim == 3
+                                                                           else (512, 1024, 2048))
+                                  for T in (4, 8, 16)])):
         best, table = autotune(slab, stencil, options)
         print(f"{kind} autotuned on a slab of the grid (MLUP/s):", ", ".join(
             f"{s}: {1e-6 * slab_updates / t:.0f}" for s, t in table[:3]), "...")
@@ -117,7 +121,7 @@ def main():
     steps = max([args.steps] + [b.steps_per_pass for b in blockings.values()])
     schedulers = {f"non-blocked sweep ({args.threads} threads)": Sweep(args.threads), **blockings}
     timers = {name: (lambda s=scheduler: rate(stencil, s, steps, u)) for name, scheduler in schedulers.items()}
-    devito = None if args.variable else devito_timer(stencil, u, steps)
+    devito = None if args.variable or args.ndim == 2 else devito_timer(stencil, u, steps)
     if devito is not None:
         timers["Devito, opt=advanced, OpenMP (float64)"] = devito
     rates = {name: 0.0 for name in timers}
@@ -139,7 +143,7 @@ def main():
     if devito is not None:
         rows.append(("Devito, opt=advanced, OpenMP (float64)", rates["Devito, opt=advanced, OpenMP (float64)"],
                      stencil.bytes_per_update))
-    if not args.variable:
+    if not args.variable and args.ndim == 3:
         rows.append((f"in-core ceiling ({args.threads} threads, each in its L2)",
                      in_core_rate(args.n, stencil, args.threads), None))
     sweep = rows[1][1]

@@ -36,7 +36,7 @@ def make_scheduler(args, local_shape, stencil):
         return PipelinedBlocking(args.threads, args.block, args.steps_per_pass)
     if args.scheduler == "tiles":
         return WavefrontTiles(args.threads, args.tile, args.steps_per_pass)
-    best, _ = autotune(local_shape, stencil, candidates(args.threads))
+    best, _ = autotune(local_shape, stencil, candidates(args.threads, ndim=args.ndim))
     return best
 
 
@@ -87,7 +87,7 @@ def main(argv=None):
                         "tiles: WavefrontTiles (each core's cache, 3D); auto: autotune")
     r.add_argument("--threads", type=int, default=2, help="threads (team size) per rank")
     r.add_argument("--block", type=int, default=4, help="layers per block (blocked)")
-    r.add_argument("--tile", type=int, default=16, help="rows per tile (tiles)")
+    r.add_argument("--tile", type=int, help="rows (3D) or points (2D) per tile (tiles; default 16 or 1024)")
     r.add_argument("--steps-per-pass", type=int, default=4, help="steps per pass = halo depth")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--checkpoint", metavar="DIR")

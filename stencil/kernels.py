@@ -102,10 +102,25 @@ def wavefront_source(ndim, periodic, variable):
              "            else:",
              "                src = buf1",
              "                dst = buf0"]
+    if ndim == 2 and not periodic:
+        lines += _tile_row_code(variable, 12)
+        return "\n".join(lines) + "\n"
     # A periodic axis 1 is one tile: its ends are neighbours, no order of tiles exists.
     span = ("0", "ny") if periodic and ndim == 3 else ("first[step]", "last[step]")
     lines += _layer_code(ndim, periodic, variable, 12, span)
     return "\n".join(lines) + "\n"
+
+
+def _tile_row_code(variable, indent):
+    """A 2D tile's part of row ``k``: views that start at the tile, so that the loop index
+    counts from 0 (from a loaded start Numba keeps a negative-index test that blocks SIMD)."""
+    pad = " " * indent
+    return [f"{pad}i0 = first[step]", f"{pad}i1 = last[step]",
+            f"{pad}c = src[k, i0 - 1:i1 + 1]", f"{pad}w = dst[k, i0:i1]",
+            f"{pad}b = src[k - 1, i0:i1]", f"{pad}t = src[k + 1, i0:i1]",
+            f"{pad}arow = a[k, i0:i1]" if variable else f"{pad}arow = c",
+            f"{pad}for q in range(i1 - i0):",
+            f"{pad}    w[q] = " + _update(2, variable, "c[q + 1]", ["c[q]", "c[q + 2]", "b[q]", "t[q]"], "arow[q]")]
 
 
 def layer_kernel(ndim, periodic, variable):

@@ -23,8 +23,8 @@ def advance(u, stencil, steps, *, scheduler=None, comm=None, checkpoint=None, ca
     steps : int
     scheduler : Sweep, PipelinedBlocking or WavefrontTiles, optional
         How each process updates its layers; its ``steps_per_pass`` is also the halo
-        depth between processes.  Default: ``WavefrontTiles()`` for a 3D grid with
-        Dirichlet boundaries (the fastest here), else ``PipelinedBlocking()``.
+        depth between processes.  Default: ``WavefrontTiles()`` with Dirichlet
+        boundaries (the fastest here), ``PipelinedBlocking()`` with periodic ones.
     comm : mpi4py communicator, optional
         The processes sharing the grid (default: this process alone).
     checkpoint : Checkpoint, optional
@@ -41,8 +41,7 @@ def advance(u, stencil, steps, *, scheduler=None, comm=None, checkpoint=None, ca
     """
     comm = MPI.COMM_SELF if comm is None else comm
     if scheduler is None:
-        tiles = stencil.ndim == 3 and not stencil.periodic
-        scheduler = WavefrontTiles() if tiles else PipelinedBlocking()
+        scheduler = PipelinedBlocking() if stencil.periodic else WavefrontTiles()
     u = np.asarray(u)
     with collective_check(comm, "stencil.advance"):
         if not isinstance(steps, (int, np.integer)) or steps < 0:

@@ -124,39 +124,52 @@ class WavefrontTiles:
     neighbour tile; it overwrites values of step ``s-2`` that tile ``t-1``'s step ``s-1``
     reads).  It synchronizes every ``fronts_per_sync`` fronts.
 
+    ``tile`` and ``fronts_per_sync`` default (None) to 16 rows and 8 fronts in 3D, 1024
+    points and 256 fronts in 2D (where a front of a tile is much less work).
+
     With a periodic axis 1 its ends are neighbours and tiles have no order: the whole
     axis is one tile, run by one thread (use :class:`PipelinedBlocking` there).
     """
     team: int = 2
-    tile: int = 16
+    tile: int = None
     steps_per_pass: int = 8
-    fronts_per_sync: int = 8
+    fronts_per_sync: int = None
+
+    DEFAULTS = {3: (16, 8), 2: (1024, 256)}     # ndim: (tile, fronts_per_sync)
 
     def __post_init__(self):
-        _positive(self, "team", "tile", "steps_per_pass", "fronts_per_sync")
+        _positive(self, "team", "steps_per_pass")
+        _positive(self, *(name for name in ("tile", "fronts_per_sync") if getattr(self, name) is not None))
 
-    def tiles(self, length, steps, periodic):
-        """``[(first, last), ...]``: per tile, the range ``[first[s], last[s])`` of axis 1
-        (of ``length`` points) that step ``s`` updates."""
+    def sizes(self, ndim):
+        """``(tile, fronts_per_sync)`` for a grid of ``ndim`` dimensions."""
+        tile, fronts = self.DEFAULTS[ndim]
+        return (tile if self.tile is None else self.tile,
+                fronts if self.fronts_per_sync is None else self.fronts_per_sync)
+
+    def tiles(self, length, steps, periodic, tile):
+        """``[(first, last), ...]``: per tile of ``tile`` points, the range
+        ``[first[s], last[s])`` of axis 1 (of ``length`` points) that step ``s`` updates."""
         if periodic:
             whole = np.zeros(steps, dtype=np.int64)
             return [(whole, whole)]
         lo, hi = 1, length - 1
-        edges = list(range(lo, hi, self.tile)) + [hi]
+        edges = list(range(lo, hi, tile)) + [hi]
         shift = np.arange(steps)
         cut = [np.full(steps, lo)] + [np.maximum(lo, e - shift) for e in edges[1:-1]] + [np.full(steps, hi)]
         return [(cut[t].astype(np.int64), cut[t + 1].astype(np.int64)) for t in range(len(cut) - 1)]
 
     def run_pass(self, slab, steps):
         lo, hi = np.array([slab.update_range(s, steps) for s in range(steps)], dtype=np.int64).T.copy()
-        tiles = self.tiles(slab.buffers[0].shape[1], steps, slab.stencil.periodic)
+        tile, fronts_per_sync = self.sizes(slab.stencil.ndim)
+        tiles = self.tiles(slab.buffers[0].shape[1], steps, slab.stencil.periodic, tile)
         front0, front1 = int(lo.min()), int((hi + np.arange(steps)).max())
         team = _Team(len(tiles))        # counter t: fronts tile t has finished
 
         def worker(first):
             for t in range(first, len(tiles), self.team):
-                for f0 in range(front0, front1, self.fronts_per_sync):
-                    f1 = min(f0 + self.fronts_per_sync, front1)
+                for f0 in range(front0, front1, fronts_per_sync):
+                    f1 = min(f0 + fronts_per_sync, front1)
                     if t > 0 and not team.wait(t - 1, f1):
                         return
                     slab.update_tile(lo, hi, *tiles[t], f0, f1)

@@ -11,10 +11,12 @@ from .schedulers import PipelinedBlocking, WavefrontTiles
 __all__ = ["autotune", "candidates"]
 
 
-def candidates(team=2, blocks=(1, 2, 4, 8), passes=(1, 2, 4), rows_per_block=(32,), tiles=(8, 16, 32)):
+def candidates(team=2, blocks=(1, 2, 4, 8), passes=(1, 2, 4), rows_per_block=(32,), tiles=None, ndim=3):
     """Teams of ``team`` threads: :class:`PipelinedBlocking` with blocks of ``blocks``
     layers and ``team * p`` steps per pass, and :class:`WavefrontTiles` with tiles of
-    ``tiles`` and ``4 * p`` steps per pass, for p in ``passes``."""
+    ``tiles`` (default 8, 16, 32 rows in 3D; 512, 1024, 2048 points in 2D) and ``4 * p``
+    steps per pass, for p in ``passes``."""
+    tiles = ((8, 16, 32) if ndim == 3 else (512, 1024, 2048)) if tiles is None else tiles
     return ([PipelinedBlocking(team, b, team * p, r)
              for b, p, r in itertools.product(blocks, passes, rows_per_block)]
             + [WavefrontTiles(team, t, 4 * p) for t, p in itertools.product(tiles, passes)])

@@ -17,6 +17,7 @@ SCHEDULERS = [Sweep(1), Sweep(2, rows_per_block=4), Sweep(2, steps_per_pass=3),
               WavefrontTiles(1, 1, 1), WavefrontTiles(1, 3, 4), WavefrontTiles(2, 1, 2),
               WavefrontTiles(2, 4, 4, fronts_per_sync=1), WavefrontTiles(2, 3, 7, fronts_per_sync=3),
               WavefrontTiles(3, 2, 5), WavefrontTiles(2, 64, 4),   # one tile wider than the grid
+              WavefrontTiles(2, steps_per_pass=3),                # the default sizes
               None]                                               # advance's default
 STEPS = 9   # not a multiple of any steps_per_pass above: a short last pass
 
@@ -51,14 +52,15 @@ def test_every_scheduler_equals_the_numpy_reference_bit_for_bit(case, scheduler)
 
 
 def test_wavefront_tiles_cover_axis_1_once_per_step_skewed_by_the_step():
-    tiles = WavefrontTiles(tile=4).tiles(length=15, steps=6, periodic=False)
+    tiles = WavefrontTiles().tiles(length=15, steps=6, periodic=False, tile=4)
     assert len(tiles) == 4                           # edges 1, 5, 9, 13, 14
     for s in range(6):
         ranges = [(int(first[s]), int(last[s])) for first, last in tiles]
         assert ranges[0][0] == 1 and ranges[-1][1] == 14
         assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
         assert ranges[1][0] == max(1, 5 - s)          # shifted back one point per step
-    assert len(WavefrontTiles().tiles(15, 6, periodic=True)) == 1
+    assert len(WavefrontTiles().tiles(15, 6, periodic=True, tile=4)) == 1
+    assert WavefrontTiles().sizes(3) == (16, 8) and WavefrontTiles(tile=5).sizes(2) == (5, 256)
 
 
 def test_reference_is_the_heat_equation_forward_euler_step():
