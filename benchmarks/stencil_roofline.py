@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from stencil import (PipelinedBlocking, Stencil, Sweep, WavefrontTiles, advance, autotune,
+from stencil import (PipelinedBlocking, Stencil, Sweep, WavefrontTiles, advance, autotune, candidates,
                      memory_bound, reference_run, reference_step, stream)
 from stencil.kernels import dummy_coefficient, layer_kernel
 
@@ -108,13 +108,10 @@ def main():
     slab = (8 * args.threads * 4 + 16,) + shape[1:]
     slab_updates = np.prod(np.subtract(slab, 2))
     blockings = {}
-    for kind, options in (
-            ("pipelined temporal blocking", [PipelinedBlocking(args.threads, b, args.threads * p)
-                                             for b in (1, 2, 4) for p in (1, 2, 4)]),
-            ("wavefront tiles", [WavefrontTiles(args.threads, t, T) for t in ((8, 16, 32) if args.ndim == 3
-                                                                           else (512, 1024, 2048))
-                                  for T in (4, 8, 16)])):
-        best, table = autotune(slab, stencil, options)
+    options = candidates(args.threads, blocks=(1, 2, 4), ndim=args.ndim)
+    for kind, scheduler in (("pipelined temporal blocking", PipelinedBlocking),
+                            ("wavefront tiles", WavefrontTiles)):
+        best, table = autotune(slab, stencil, [s for s in options if isinstance(s, scheduler)])
         print(f"{kind} autotuned on a slab of the grid (MLUP/s):", ", ".join(
             f"{s}: {1e-6 * slab_updates / t:.0f}" for s, t in table[:3]), "...")
         blockings[f"{kind} ({best})"] = best

@@ -33,31 +33,28 @@ def _update(ndim, variable, centre, neighbours, a):
     return f"c0*{centre} + c1*{total}"
 
 
-def _row_code(ndim, periodic, variable, indent, span=("1", "nx - 1")):
-    """The loop over the points ``span`` of one row (last axis): vectorizable interior,
-    then, periodic, the wrapped end points (a periodic row is always taken whole)."""
+def _row_code(ndim, periodic, variable, indent):
+    """The loop over one row (last axis): vectorizable interior, then wrapped end points."""
     rows = ["c", "s", "n", "b", "t"] if ndim == 3 else ["c", "b", "t"]
     def point(i, left, right):
         neighbours = [f"c[{left}]", f"c[{right}]"] + [f"{r}[{i}]" for r in rows[1:]]
         return f"w[{i}] = " + _update(ndim, variable, f"c[{i}]", neighbours, f"arow[{i}]")
     pad = " " * indent
-    if periodic:
-        span = ("1", "nx - 1")
-    code = [f"{pad}for i in range({span[0]}, {span[1]}):", f"{pad}    " + point("i", "i - 1", "i + 1")]
+    code = [f"{pad}for i in range(1, nx - 1):", f"{pad}    " + point("i", "i - 1", "i + 1")]
     if periodic:
         code += [f"{pad}{point('0', 'nx - 1', '1')}", f"{pad}{point('nx - 1', 'nx - 2', '0')}"]
     return code
 
 
-def _layer_code(ndim, periodic, variable, indent, span):
-    """Update layer ``k`` from ``src`` into ``dst`` over ``span`` of axis 1 (the rows of a
-    3D plane, the points of a 2D row; a periodic row is always taken whole)."""
+def _layer_code(ndim, periodic, variable, indent, rows=None):
+    """Update layer ``k`` from ``src`` into ``dst``: a whole 2D row, or the rows
+    ``range(*rows)`` of a 3D plane."""
     pad = " " * indent
-    arow = [f"{pad}arow = a[k]" if variable else f"{pad}arow = c"]
     if ndim == 2:
-        return ([f"{pad}c = src[k]", f"{pad}w = dst[k]", f"{pad}b = src[k - 1]", f"{pad}t = src[k + 1]"]
-                + arow + _row_code(2, periodic, variable, indent, span))
-    code = [f"{pad}for j in range({', '.join(span)}):",
+        return ([f"{pad}c = src[k]", f"{pad}w = dst[k]", f"{pad}b = src[k - 1]", f"{pad}t = src[k + 1]",
+                 f"{pad}arow = a[k]" if variable else f"{pad}arow = c"]
+                + _row_code(2, periodic, variable, indent))
+    code = [f"{pad}for j in range({', '.join(rows)}):",
             f"{pad}    js = j - 1", f"{pad}    jn = j + 1"]
     if periodic:
         code += [f"{pad}    if js < 0:", f"{pad}        js = ny - 1",
@@ -75,7 +72,7 @@ def kernel_source(ndim, periodic, variable):
              "    nx = src.shape[-1]"]
     if ndim == 2:
         lines += ["    for k in range(k0, k1):"]
-        lines += _layer_code(2, periodic, variable, 8, ("1", "nx - 1"))
+        lines += _layer_code(2, periodic, variable, 8)
     else:
         jlo, jhi = ("0", "ny") if periodic else ("1", "ny - 1")
         lines += ["    ny = src.shape[1]",
@@ -102,12 +99,11 @@ def wavefront_source(ndim, periodic, variable):
              "            else:",
              "                src = buf1",
              "                dst = buf0"]
-    if ndim == 2 and not periodic:
-        lines += _tile_row_code(variable, 12)
-        return "\n".join(lines) + "\n"
     # A periodic axis 1 is one tile: its ends are neighbours, no order of tiles exists.
-    span = ("0", "ny") if periodic and ndim == 3 else ("first[step]", "last[step]")
-    lines += _layer_code(ndim, periodic, variable, 12, span)
+    if ndim == 2:
+        lines += (_layer_code(2, True, variable, 12) if periodic else _tile_row_code(variable, 12))
+    else:
+        lines += _layer_code(3, periodic, variable, 12, ("0", "ny") if periodic else ("first[step]", "last[step]"))
     return "\n".join(lines) + "\n"
 
 

@@ -11,6 +11,8 @@ the first (last) owned layer is the boundary and is never updated.
 Two buffers alternate as source and destination; both start with the whole slab, so the
 fixed boundary points are in each.  After a pass ``buffers[0]`` is current.
 """
+import functools
+
 import numpy as np
 
 from .kernels import dummy_coefficient, layer_kernel, wavefront_kernel
@@ -49,7 +51,12 @@ class Slab:
         else:
             self.coefficient = dummy_coefficient(stencil.ndim)
         self.kernel = layer_kernel(stencil.ndim, stencil.periodic, stencil.variable)
-        self.tile_kernel = None         # loaded when a scheduler first asks for it
+
+    @functools.cached_property
+    def tile_kernel(self):
+        """The wavefront kernel, loaded when a scheduler first asks for it."""
+        s = self.stencil
+        return wavefront_kernel(s.ndim, s.periodic, s.variable)
 
     @property
     def owned_slice(self):
@@ -80,8 +87,6 @@ class Slab:
         """Fronts ``[front0, front1)`` of a pass over one tile: layer ranges ``[lo[s], hi[s])``,
         axis-1 ranges ``[first[s], last[s])`` (see :func:`stencil.kernels.wavefront_kernel`)."""
         s = self.stencil
-        if self.tile_kernel is None:
-            self.tile_kernel = wavefront_kernel(s.ndim, s.periodic, s.variable)
         self.tile_kernel(*self.buffers, self.coefficient, s.c0, s.c1, lo, hi, first, last,
                          front0, front1)
 

@@ -225,16 +225,9 @@ class GeneratedSolver:
         gap = true - vec[m.residual]
         gap2, true2, x2 = run.reduction.allreduce([gap @ gap, true @ true, x @ x], "drift check")
         eps = np.finfo(float).eps
-        floor = eps * (self._norm_a(run) * np.sqrt(x2) + run.bnorm)
+        floor = eps * (run.norm_inf_a * np.sqrt(x2) + run.bnorm)
         if gap2 > eps * true2 and np.sqrt(gap2) > floor and np.sqrt(true2) > run.atol:
             self._replace(run, vec)
-
-    @staticmethod
-    def _norm_a(run):
-        """||A||_inf once per solve (collective); 0 for operators that cannot tell."""
-        if not hasattr(run, "norm_a"):
-            run.norm_a = run.A.norm_inf() if hasattr(run.A, "norm_inf") else 0.0
-        return run.norm_a
 
     def _replace(self, run, vec):
         """Residual replacement: the residual and every image from their definitions."""

@@ -1,4 +1,5 @@
 """Input handling, convergence test, monitor and timings shared by every solver."""
+import functools
 import sys
 import time
 
@@ -91,6 +92,11 @@ class SolverRun:
 
     def norm(self, v, label):
         return float(np.sqrt(self.reduction.allreduce([v @ v], label)[0]))
+
+    @functools.cached_property
+    def norm_inf_a(self):
+        """``||A||_inf`` (collective at first use); 0 for operators that cannot tell."""
+        return self.A.norm_inf() if hasattr(self.A, "norm_inf") else 0.0
 
     def true_residual_passes(self, x, natural=False):
         """Recurrences' residuals drift from the true one: a pipelined method accepts
