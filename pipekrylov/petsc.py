@@ -25,7 +25,9 @@ Options under the KSP's prefix: ``-ksp_pipekrylov_replacement`` (automatic resid
 replacement), ``-ksp_pipekrylov_replace_every k``, ``-ksp_pipekrylov_latency seconds``,
 ``-ksp_pipekrylov_restart m`` (GMRES), ``-ksp_pipekrylov_depth l`` and
 ``-ksp_pipekrylov_lmin/lmax`` (the deep variants' depth and shift interval; by default
-the solver estimates it); ``-ksp_view`` shows them.  The context implements
+the solver estimates it), ``-ksp_pipekrylov_drift_tol t`` (p(l)-CG's hand-over to p-CG,
+default 1e-11; 0: off) and ``-ksp_pipekrylov_fallback_depth l`` (its depth after a
+breakdown, default 1; 0 keeps the depth); ``-ksp_view`` shows them.  The context implements
 ``solve`` itself (PETSc's generic loop would add a blocking norm per iteration); it
 reports through PETSc: ``-ksp_monitor``, ``-ksp_converged_reason``, ``-ksp_rtol/atol/
 max_it``, and breakdowns as negative KSPConvergedReason values.  The preconditioner is the
@@ -167,6 +169,8 @@ class _Context:
     def __init__(self):
         self.depth = 2 if self.method == "cg" else 1
         self.interval = None
+        self.fallback_depth = 1
+        self.drift_tol = 1e-11
         self.replace_automatic = False
         self.replace_every = None
         self.latency = 0.0
@@ -184,6 +188,8 @@ class _Context:
         self.depth = options.getInt("ksp_pipekrylov_depth", self.depth)
         lmin, lmax = options.getReal("ksp_pipekrylov_lmin", 0.0), options.getReal("ksp_pipekrylov_lmax", 0.0)
         self.interval = (lmin, lmax) if lmax > lmin else None
+        self.fallback_depth = options.getInt("ksp_pipekrylov_fallback_depth", self.fallback_depth)
+        self.drift_tol = options.getReal("ksp_pipekrylov_drift_tol", self.drift_tol)
 
     def setUp(self, ksp):
         A, _ = ksp.getOperators()
@@ -201,6 +207,9 @@ class _Context:
         if self.deep:
             shifts = f"Chebyshev on [{self.interval[0]}, {self.interval[1]}]" if self.interval else "estimated"
             viewer.printfASCII(f"  pipeline depth: {self.depth}, shifts: {shifts}\n")
+            if self.method == "cg":
+                viewer.printfASCII(f"  hand-over to p-CG at drift {self.drift_tol or 'off'}, "
+                                   f"depth after a breakdown: {self.fallback_depth or self.depth}\n")
         elif self.pipelined:
             viewer.printfASCII(f"  residual replacement: {'automatic' if self.replace_automatic else 'off'}"
                                f"{f', every {self.replace_every}' if self.replace_every else ''}\n")
@@ -220,6 +229,9 @@ class _Context:
             extra = {"interval": self.interval}
             if self.method == "gmres":
                 extra["restart"] = self.restart
+            else:
+                extra["fallback_depth"] = self.fallback_depth or None
+                extra["drift_tol"] = self.drift_tol or None
         elif self.pipelined:
             solver = pipelined(self.method, replace_every=self.replace_every,
                                replace_automatic=self.replace_automatic)

@@ -1,5 +1,6 @@
 """Deep pipelines: p(l)-CG and p(l)-GMRES against CG, GMRES(m), a dense solve and PETSc;
 the staggered reductions in the trace; shifts, breakdowns and bad input."""
+import io
 import subprocess
 import sys
 
@@ -11,7 +12,9 @@ from mpi4py import MPI
 import pipekrylov as pk
 from pipekrylov.deep import chebyshev_shifts, plcg, plgmres
 from pipekrylov.deep.basis import BandedColumns, SqrtBreakdown, complete_column
-from helpers import load
+from pipekrylov.deep.plcg import continue_in_pcg
+from pipekrylov.solvers.common import SolverRun
+from helpers import SPD, load
 
 DEPTHS = [1, 2, 3, 4, 5]
 
@@ -73,11 +76,9 @@ def test_plcg_converges_within_cg_iterations_plus_fill(name, pc):
         assert true_residual(A, res.x, b) < (1e-8 if pc is None else 3e-8), l
 
 
-# Shared SPD matrices (Jacobi): p(l)-CG at depth l meets the bound on these; the rest is
-# the table in docs/deep.md (the ill-conditioned power-network and structural matrices
-# meet square-root breakdowns and restarts for l >= 2 and take up to 2-4x longer).
-MATRIX_CASES = [("gr_30_30", l) for l in DEPTHS] + [("nos4", l) for l in DEPTHS] + \
-               [("bcsstk01", 1), ("bcsstk01", 2), ("494_bus", 1), ("bcsstk15", 1)]
+# Every shared SPD matrix (Jacobi) at every depth: on the ill-conditioned ones (bcsstk01,
+# 494_bus, 1138_bus, bcsstk15) the drift check hands over to p-CG before a breakdown
+MATRIX_CASES = [(name, l) for name in SPD for l in DEPTHS]
 
 
 @pytest.mark.mpi
@@ -89,6 +90,7 @@ def test_plcg_on_real_matrices(name, l):
     base = pk.cg(A, b, rtol=1e-8, M="jacobi", comm=comm, maxiter=20000).iterations
     res = plcg(A, b, depth=l, rtol=1e-8, M="jacobi", comm=comm, maxiter=5 * base)
     assert res.info == 0 and res.iterations <= 1.1 * base + l, (res.iterations, base, res.message)
+    assert res.restarts == 0 and (res.handed_over is None or 0 < res.handed_over < res.iterations)
     # the true residual in the Jacobi norm is what was tested
     r = b - A @ res.x
     assert np.sqrt(r @ (r / A.diagonal())) < 1e-8 * np.sqrt(b @ (b / A.diagonal()))
@@ -115,10 +117,10 @@ def test_each_reduction_is_waited_on_l_operator_applications_later():
         waits = [(e.id, i) for i, e in enumerate(events) if e.kind == "wait" and e.id in start]
         between = [sum(1 for e in events[start[ident]:i] if e.kind == "work" and e.label == "spmv")
                    for ident, i in waits]
-        # ||r_0||^2 also waits out the first operator application after the fill; the
-        # last l reductions are drained at convergence without operator work
-        assert between[0] == l + 1
-        assert between[1:-l] and set(between[1:-l]) == {l}, (l, sorted(set(between)))
+        # the start's Lanczos steps are blocking (not G columns); the last l reductions
+        # are drained at convergence without operator work
+        assert between[:-l] and set(between[:-l]) == {l}, (l, sorted(set(between)))
+        assert not any(e.label.startswith("G[:,") for e in events[:start[min(start)]])
         assert res.info == 0
 
 
@@ -128,8 +130,8 @@ def test_automatic_shifts_beat_the_monomial_basis():
     A = pk.poisson2d(MPI.COMM_SELF, 40)
     b = rhs(A)
     auto = plcg(A, b, depth=3, rtol=1e-8)
-    mono = plcg(A, b, depth=3, rtol=1e-8, shifts=0.0, maxiter=2000)
-    assert auto.info == 0 and auto.restarts <= 1
+    mono = plcg(A, b, depth=3, rtol=1e-8, shifts=0.0, maxiter=2000, fallback_depth=None, drift_tol=None)
+    assert auto.info == 0 and auto.restarts <= 1 and auto.handed_over is None
     assert mono.restarts > 5 and (mono.info != 0 or mono.iterations > 2 * auto.iterations)
     assert np.all(auto.shifts > 0) and auto.shifts.max() < 8.0 * 1.3
 
@@ -161,12 +163,82 @@ def test_petsc_pipelcg_without_lmax_stalls_where_ours_converges():
 def test_breakdowns_restart_and_are_reported():
     A = pk.poisson2d(MPI.COMM_SELF, 40)
     b = rhs(A)
-    res = plcg(A, b, depth=4, rtol=1e-8, shifts=0.0, maxiter=3000)
-    assert res.restarts > 0
+    res = plcg(A, b, depth=4, rtol=1e-8, shifts=0.0, maxiter=3000, fallback_depth=None, drift_tol=None)
+    assert res.restarts > 0 and res.depth == 4
     if res.info == 0:
         assert true_residual(A, res.x, b) < 1e-8
     else:
         assert res.reason in ("diverged_breakdown", "diverged_its")
+
+
+def test_a_breakdown_falls_back_to_a_smaller_depth():
+    """Without the drift check, bcsstk15 breaks the depth-3 basis within the first 40
+    iterations, and again after every restart at depth 3; falling back to depth 1
+    finishes within CG's count."""
+    A = load("bcsstk15")
+    b = A @ np.ones(A.shape[0])
+    comm = MPI.COMM_SELF
+    base = pk.cg(A, b, rtol=1e-8, M="jacobi", comm=comm).iterations
+    lines = io.StringIO()
+    res = plcg(A, b, depth=3, rtol=1e-8, M="jacobi", comm=comm, monitor=lines, drift_tol=None)
+    same = plcg(A, b, depth=3, rtol=1e-8, M="jacobi", comm=comm, fallback_depth=None, maxiter=20 * base,
+                drift_tol=None)
+    assert res.info == 0 and res.restarts >= 1 and res.depth == 1
+    assert res.iterations <= 1.1 * base + 3, (res.iterations, base)
+    assert same.depth == 3 and same.restarts > 5 and (same.info != 0 or same.iterations > 1.5 * res.iterations)
+    assert "p(3)-cg: restart 1 after iteration" in lines.getvalue() and "depth 1" in lines.getvalue()
+    two = plcg(A, b, depth=3, rtol=1e-8, M="jacobi", comm=comm, fallback_depth=2, maxiter=20 * base,
+               drift_tol=None)
+    assert two.info == 0 and two.depth == 2
+
+
+def _numpy_cg(A, b, steps):
+    """Textbook CG (the independent reference): iterates, last directions, residual norms."""
+    x, r = np.zeros_like(b), b.copy()
+    p, rr, xs, ps, norms = np.zeros_like(b), r @ r, [], [], [np.sqrt(r @ r)]
+    for k in range(steps):
+        p = r + (rr / rr_old if k else 0.0) * p
+        q = A @ p
+        alpha = rr / (p @ q)
+        x, r = x + alpha * p, r - alpha * q
+        rr_old, rr = rr, r @ r
+        xs.append(x.copy())
+        ps.append(p.copy())
+        norms.append(np.sqrt(rr))
+    return xs, ps, np.array(norms)
+
+
+@pytest.mark.parametrize("scale", [1.0, -3.5])
+def test_hand_over_continues_cg_in_the_same_krylov_space(scale):
+    """p-CG started from CG's iterate x_k and last direction p_(k-1) (any scale) has CG's
+    residual norms from step k on, not those of CG restarted from x_k."""
+    A = pk.poisson2d(MPI.COMM_SELF, 30).to_scipy()
+    b = np.random.default_rng(5).standard_normal(A.shape[0])
+    k = 20
+    xs, ps, norms = _numpy_cg(A, b, k + 15)
+    run = SolverRun("continuation", A, b, xs[k - 1], 0.0, 0.0, k + 15, None, None, MPI.COMM_SELF)
+
+    def from_k(run):
+        run.iterations = k
+        return continue_in_pcg(run, scale * ps[k - 1])
+    history = np.array(run.run(from_k).residual_norms)
+    assert np.allclose(history, norms[k + 1:k + 1 + len(history)], rtol=1e-6)
+    restarted = _numpy_cg(A, b - A @ xs[k - 1], 15)[2]
+    assert abs(restarted[10] - norms[k + 10]) > 0.1 * norms[k + 10]     # the test can tell
+
+
+def test_the_drift_check_hands_over_and_is_reported():
+    A = load("494_bus")
+    b = A @ np.ones(A.shape[0])
+    lines = io.StringIO()
+    res = plcg(A, b, depth=3, rtol=1e-8, M="jacobi", comm=MPI.COMM_SELF, monitor=lines)
+    assert res.info == 0 and res.depth == 1 and res.restarts == 0 and 0 < res.handed_over < res.iterations
+    unchecked = plcg(A, b, depth=3, rtol=1e-8, M="jacobi", comm=MPI.COMM_SELF, drift_tol=None)
+    assert unchecked.restarts >= 1 and unchecked.iterations > 1.1 * res.iterations   # 481 against 402
+    assert f"after iteration {res.handed_over}: CG goes on as p-CG" in lines.getvalue()
+    # the hand-over's first iteration is not reported twice
+    its = [int(line.split()[0]) for line in lines.getvalue().splitlines() if "KSP Residual norm" in line]
+    assert its == sorted(set(its))
 
 
 def test_indefinite_matrix_is_reported():

@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from mpi4py import MPI
 
 import pipekrylov as pk
 from pipekrylov import derive as dv
@@ -44,6 +45,35 @@ def test_cg_derivation_is_ghysels_vanroose():
     updates = {img.name: {i.name for i in value} for img, value, _, _ in sched.phases[0].updates}
     assert updates == {"p": {"Mr", "p"}, "s": {"AMr", "s"}, "Ms": {"MAMr", "Ms"}, "AMs": {"AMAMr", "AMs"},
                        "x": {"x", "p"}, "r": {"r", "s"}, "Mr": {"Mr", "Ms"}, "AMr": {"AMr", "AMs"}}
+
+
+def test_natural_norm_needs_no_extra_dot_and_reproduces_cg():
+    """CG testing sqrt((r, M r)) (what p(l)-CG hands over to): the norm is the reduction's
+    (r, Mr), so (r, r) leaves it; its residual history is preconditioned CG's natural
+    norm, computed independently here."""
+    natural = dataclasses.replace(dv.BASE_METHODS["cg"], norm="natural")
+    sched = dv.derive(natural)
+    pairs = {(a.name, b.name) for a, b in sched.phases[0].pairs}
+    assert pairs == {("r", "Mr"), ("AMr", "Mr")} and "||r||_M = sqrt(d[0])" in str(sched)
+    assert dv.verify(natural) < 1e-8
+    A = load("nos4")
+    b = A @ np.ones(A.shape[0])
+    dinv = 1.0 / A.diagonal()
+    res = dv.pipelined(natural)(A, b, rtol=1e-8, M="jacobi", comm=MPI.COMM_SELF)
+    x, r, z = np.zeros_like(b), b.copy(), dinv * b       # textbook PCG, its natural norms
+    p, norms = z.copy(), [np.sqrt(r @ z)]
+    for _ in range(20):
+        q = A @ p
+        alpha = (r @ z) / (p @ q)
+        r_new = r - alpha * q
+        z_new = dinv * r_new
+        p = z_new + (r_new @ z_new) / (r @ z) * p
+        r, z = r_new, z_new
+        norms.append(np.sqrt(r @ z))
+    assert np.allclose(res.residual_norms[:21], norms, rtol=1e-6)
+    assert res.info == 0 and np.sqrt((b - A @ res.x) @ (dinv * (b - A @ res.x))) < 1e-8 * norms[0]
+    with pytest.raises(ValueError, match="norm"):
+        dataclasses.replace(dv.BASE_METHODS["cg"], norm="energy")
 
 
 def test_bicgstab_needs_two_reductions_cg_one():

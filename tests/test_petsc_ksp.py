@@ -83,6 +83,8 @@ def test_deep_contexts_solve_with_petsc_pcs_and_show_their_depth(comm, context, 
     A = petsc_poisson(comm, 30)
     opts = PETSc.Options()
     opts["ksp_pipekrylov_depth"] = depth
+    opts["ksp_pipekrylov_fallback_depth"] = 2
+    opts["ksp_pipekrylov_drift_tol"] = 1e-9
     ksp = PETSc.KSP().create(comm)
     ksp.setOperators(A)
     ksp.setType("python")
@@ -91,11 +93,14 @@ def test_deep_contexts_solve_with_petsc_pcs_and_show_their_depth(comm, context, 
     ksp.setTolerances(rtol=1e-8)
     ksp.setFromOptions()
     del opts["ksp_pipekrylov_depth"]
+    del opts["ksp_pipekrylov_fallback_depth"]
+    del opts["ksp_pipekrylov_drift_tol"]
     b, x = A.createVecs()
     b.set(1.0)
     ksp.solve(b, x)
     assert ksp.getConvergedReason() > 0
-    assert ksp.getPythonContext().depth == depth
+    ctx = ksp.getPythonContext()
+    assert ctx.depth == depth and ctx.fallback_depth == 2 and ctx.drift_tol == 1e-9
     ours = ksp.getIterationNumber()
     ksp.destroy()
     theirs, reason, _, rel = solve(A, "cg" if context is pkp.PipeLCG else "gmres")

@@ -18,11 +18,20 @@ of the last few columns (its ``G`` is banded), p(l)-GMRES every row of one cycle
 """
 import numpy as np
 
-__all__ = ["BandedColumns", "BasisBreakdown", "SqrtBreakdown", "complete_column"]
+__all__ = ["BandedColumns", "BasisBreakdown", "BasisDrift", "SqrtBreakdown", "complete_column"]
 
 
 class BasisBreakdown(ArithmeticError):
     """The auxiliary basis lost too much accuracy to go on: the solver restarts."""
+
+
+class BasisDrift(ArithmeticError):
+    """The auxiliary basis has begun to drift from its definition, while the iterate and
+    the search ``direction`` are still sound: the solver continues from them."""
+
+    def __init__(self, column, drift, direction):
+        super().__init__(f"basis drift {drift:.1e} in column {column} of G")
+        self.column, self.drift, self.direction = column, drift, direction
 
 
 class SqrtBreakdown(BasisBreakdown):

@@ -51,13 +51,16 @@ def _cg_lines(l):
          "the reductions (p, A p), (r, z)"),
         (f"  G[c-{2 * l} .. c-{l + 1}, c] = G[c-{l}, (c-{2 * l} .. c-{l + 1}) + {l}]"
          if l > 1 else "  G[c-2, c] = G[c-1, c-1]", "(symmetry of M A)"),
+        (f"  drift = |R_c[-1] - G[c-{l + 1}, c]| / sqrt(<z_c, z_c>)   (R_c[-1] = <u_c, v_(c-{l + 1})>, "
+         "the same entry)", "(above drift_tol: CG goes on as p-CG from x_k, p_(k-1))"),
         (f"  G[c-{l}, c] = R_c[0];  G[c-{l - 1} .. c, c]: forward substitution, square root"
          if l > 1 else "  G[c-1, c] = R_c[0];  G[c, c] = sqrt(R_c[1] - sum G[., c]^2)",
-         "(sqrt of a negative number: restart)"),
+         "(sqrt of a negative number: restart at fallback_depth)"),
         ("  gamma_k, delta_k from G[k .. k+1, k .. k+1]", "alpha_k, beta_k (Lanczos T = tridiag)"),
         (f"  {levels}: three-term recurrences on {top}", "r_(k+1) = r_k - alpha_k A p_k"),
         ("  z_(i+1) = (w - gamma_k z_i - delta_(k-1) z_(i-1)) / delta_k;  u_(i+1) likewise", ""),
-        (f"  start R_(i+1) = [<u_(i+1), v_c>, <u_(i+1), z_m> for m = c+1 .. i+1]   ({l + 1} numbers)",
+        (f"  start R_(i+1) = [<u_(i+1), v_c>, <u_(i+1), z_m> for m = c+1 .. i+1, <u_(i+1), v_(c-1)>]"
+         f"   ({l + 2} numbers)",
          "one fused reduction"),
         ("  eta_k = gamma_k - delta_(k-1)^2 / eta_(k-1);  zeta_k = -delta_(k-1) / eta_(k-1) zeta_(k-1)",
          "LDL^T of T (D-Lanczos)"),

@@ -21,22 +21,34 @@ The intermediate bases ``q^(m)_j = P_m(B) v_j`` (m = 1 .. l-1) carry ``v`` forwa
 three-term recurrences instead of ``V = Z G^-1``, which amplifies rounding errors
 (Cools, Cornelis & Vanroose, IEEE TPDS 2019).  The norm tested is the natural one,
 ``||r||_M = sqrt(r^T M r)`` (the 2-norm without a preconditioner), as in PETSc's pipelcg.
+
+On ill-conditioned matrices the basis still drifts from its definition, exponentially,
+until a square-root breakdown; a restart would lose the Krylov space.  One more dot per
+reduction measures the drift (an entry of ``G`` known twice), and before it does harm the
+same CG goes on from the iterate and the last search direction as the derivation
+framework's p-CG (:func:`continue_in_pcg`); docs/deep.md has the measurements.
 """
+import dataclasses
+
 import numpy as np
 
+from ..derive import BASE_METHODS, loop
 from ..kernels import fused_kernel
 from ..solvers.common import Breakdown, SolverRun
-from .basis import BandedColumns, BasisBreakdown, complete_column
+from .basis import BandedColumns, BasisBreakdown, BasisDrift, complete_column
 from .pipeline import Pipeline, VectorPool
-from .spectrum import resolve_shifts
+from .spectrum import krylov_basis, resolve_shifts
 
 __all__ = ["plcg"]
 
 MAX_RESTARTS = 50
+# derived p-CG testing the norm p(l)-CG tests: where a drifting basis hands over
+CONTINUATION = dataclasses.replace(BASE_METHODS["cg"], norm="natural")
 
 
 def plcg(A, b, x0=None, *, depth=2, shifts="auto", interval=None, rtol=1e-5, atol=0.0, maxiter=None, M=None,
-         callback=None, comm=None, monitor=False, latency=0.0, estimate_steps=30):
+         callback=None, comm=None, monitor=False, latency=0.0, estimate_steps=30, drift_tol=1e-11,
+         fallback_depth=1):
     """Solve ``A x = b`` (``A`` SPD) by p(l)-CG with pipeline depth ``depth``.  Collective.
 
     Arguments and result as :func:`pipekrylov.cg`, plus:
@@ -55,17 +67,37 @@ def plcg(A, b, x0=None, *, depth=2, shifts="auto", interval=None, rtol=1e-5, ato
         Use the Chebyshev points of this interval instead (PETSc's ``lmin``, ``lmax``).
     estimate_steps : int
         At most this many Lanczos steps for the estimate of ``shifts='auto'``.
+    drift_tol : float or None
+        On ill-conditioned matrices the basis drifts from its definition exponentially
+        and ends in a breakdown, whose restart loses the Krylov space (up to 2.6x CG's
+        iterations).  Each reduction carries one more dot product, an entry of ``G`` that
+        is also known by symmetry; once the two differ by ``drift_tol`` relative to
+        ``||z||`` (and 100 times the floor the first columns leave, 1e-15 to 1e-8 by
+        depth and problem), the same CG goes on from the iterate and the last search
+        direction as derived p-CG (depth 1), keeping CG's iteration count.  None: no
+        check.
+    fallback_depth : int or None
+        The depth to restart at after a breakdown the drift check did not foresee
+        (default 1); None restarts at ``depth`` (PETSc's pipelcg stops instead): a basis
+        that broke down once on a problem breaks down again.
 
-    The result also has ``restarts`` (square-root breakdowns and failed true-residual
-    checks, each restarting from the current iterate) and ``shifts``.  The norm tested is ``||r||_M = sqrt(r^T M r)``
+    The result also has ``restarts`` (breakdowns and failed true-residual checks, each
+    restarting from the current iterate), ``shifts`` (those of the first cycle),
+    ``depth`` (that of the last cycle, 1 after a hand-over) and ``handed_over`` (the
+    iteration from which p-CG went on, or None).  A printing monitor reports restarts
+    and the hand-over.  The norm tested is ``||r||_M = sqrt(r^T M r)``
     against ``max(atol, rtol ||b||_M)``; without a preconditioner it is the 2-norm.
     """
     depth = _depth(depth)
     run = SolverRun(f"p({depth})-cg", A, b, x0, rtol, atol, maxiter, M, callback, comm,
                     monitor, latency)
-    run.restarts, run.shifts = 0, None
-    result = run.run(lambda run: _solve(run, depth, shifts, interval, int(estimate_steps)))
-    result.restarts, result.shifts = run.restarts, run.shifts
+    if fallback_depth is not None:
+        fallback_depth = min(_depth(fallback_depth), depth)
+    run.restarts, run.shifts, run.depth, run.handed_over = 0, None, depth, None
+    result = run.run(lambda run: _solve(run, depth, shifts, interval, int(estimate_steps),
+                                        drift_tol, fallback_depth))
+    result.restarts, result.shifts, result.depth = run.restarts, run.shifts, run.depth
+    result.handed_over = run.handed_over
     return result
 
 
@@ -88,78 +120,96 @@ def natural_norm_tolerance(run):
     run.atol = max(run.atol_given, run.rtol * run.bnorm)
 
 
-def _solve(run, depth, shifts, interval, estimate_steps):
+def _solve(run, depth, shifts, interval, estimate_steps, drift_tol, fallback_depth):
     natural_norm_tolerance(run)
-    run.shifts = resolve_shifts(run, shifts, interval, depth, estimate_steps, symmetric=True)
+    shifts_at = resolve_shifts(run, shifts, interval, depth, estimate_steps, symmetric=True)
+    run.shifts = shifts_at(depth)
     first = True
     while run.iterations < run.maxiter:
         try:
-            if _cycle(run, depth, run.shifts, report_initial=first):
+            if _cycle(run, run.depth, shifts_at(run.depth), first, drift_tol):
                 return run.x, run.iterations, run.stop_reason()
+            if run.iterations >= run.maxiter:
+                break
+            cause = "true residual check failed"
+        except BasisDrift as drift:
+            run.note(f"{drift} after iteration {run.iterations}: CG goes on as p-CG (depth 1)")
+            run.depth, run.handed_over = 1, run.iterations
+            return continue_in_pcg(run, drift.direction)
         except BasisBreakdown as exc:
-            run.last_breakdown = str(exc)
+            run.last_breakdown = cause = str(exc)
+            if fallback_depth is not None:
+                run.depth = fallback_depth
         first = False
         run.restarts += 1
+        run.note(f"restart {run.restarts} after iteration {run.iterations} ({cause}), depth {run.depth}")
         if run.restarts > MAX_RESTARTS:
             raise Breakdown("diverged_breakdown", f"p({depth})-CG restarted {MAX_RESTARTS} times "
                             f"without converging (last: {getattr(run, 'last_breakdown', 'true residual check')})")
     return run.x, run.iterations, "diverged_its"
 
 
-def _cycle(run, l, sigma, report_initial):
+def _cycle(run, l, sigma, report_initial, drift_tol):
     """One p(l)-CG run from ``run.x`` until convergence (True), the iteration limit or
-    a failed true-residual check (False); raises SqrtBreakdown.  Waits for every
-    reduction it started before it returns or raises."""
+    a failed true-residual check (False); raises BasisBreakdown or BasisDrift.  Waits for
+    every reduction it started before it returns or raises."""
     A, x = run.A, run.x
     pool = VectorPool(len(x))
     pipe = Pipeline(run.reduction)
     try:
-        return _iterate(run, A, x, l, sigma, pool, pipe, report_initial)
+        return _iterate(run, A, x, l, sigma, pool, pipe, report_initial, drift_tol)
     finally:
         pipe.drain()
 
 
-def _iterate(run, A, x, l, sigma, pool, pipe, report_initial):
+def continue_in_pcg(run, direction):
+    """CG from ``run.x`` and the last search direction, as derived p-CG testing the same
+    natural norm.  Collective.  Its start-up scalars are set so that its first ``beta``
+    makes the new direction A-conjugate to ``direction`` (CG's own ``beta`` in exact
+    arithmetic; ``gamma_old / alpha_old = (p, A p)`` keeps its ``alpha`` CG's): CG goes on
+    in the Krylov space built so far instead of restarting it."""
+    A = run.A
+    r = run.b - A.matvec(run.x)
+    u = run.precondition(r, np.empty_like(r))
+    s = A.matvec(direction)
+    gamma, tau, pi = run.reduction.allreduce([r @ u, u @ s, direction @ s], "(r,Mr) (Mr,Ad) (d,Ad)")
+    state = {"p": direction, "s": s}
+    if pi > 0 and tau != 0:
+        state["gamma_old"] = -gamma * pi / tau       # beta = gamma / gamma_old = -tau / pi
+        state["alpha_old"] = state["gamma_old"] / pi
+    return loop(CONTINUATION, replace_automatic=True)(run, state)
+
+
+def _iterate(run, A, x, l, sigma, pool, pipe, report_initial, drift_tol):
     it0 = run.iterations
     apply_B = pipe.operator(run)
-    u = {0: run.b - A.matvec(x)}                      # u_j = M^-1 z_j
-    z = {0: run.precondition(u[0], pool.take())}
-    pipe.start(0, [u[0] @ z[0]])
-    levels = [dict() for _ in range(l)]               # levels[0] is v, levels[m] is q^(m)
-    for it in range(l):                                # fill: the first l basis vectors
-        u[it + 1], z[it + 1] = apply_B(z[it], pool)
-        u[it + 1] -= sigma[it] * u[it]
-        z[it + 1] -= sigma[it] * z[it]
-        if 0 < it + 1 < l:
-            levels[it + 1][0] = z[it + 1].copy()
-        pipe.start(it + 1, [u[it + 1] @ z[j] for j in range(it + 2)])
-
     G = BandedColumns(2 * l + 1, 2 * l + 2)
+    start = _start(run, x, l, sigma, G, lambda v: apply_B(v, pool), report_initial)
+    if start is None:
+        return True
+    beta, u, z, levels = start
+    floor = 0.0
     gamma, delta = [], []
-    eta = zeta = beta = 0.0
+    eta = zeta = 0.0
     p = np.zeros_like(x)
     for it in range(l, run.maxiter - it0 + l):
         c, k = it - l + 1, it - l
         uw, w = apply_B(z[it], pool)                   # overlaps the reductions in flight
-        if it == l:
-            beta = float(np.sqrt(max(pipe.wait(0)[0], 0.0)))
-            done = run.converged(run.iterations, beta) if report_initial else beta < run.atol
-            if done or beta == 0.0:
-                return True
-            for vec in (*u.values(), *z.values(), uw, w, *(lev[0] for lev in levels[1:])):
-                vec /= beta
-            levels[0][0] = z.pop(0)
-            G.new_column(0)
-            G[0, 0] = 1.0
-        gram = pipe.wait(c)
-        G.new_column(c)
-        if c <= l:                                     # fill columns: Gram rows 0..c, z's were not scaled yet
-            complete_column(G, c, 0, gram / beta**2)
-        else:
+        if c > l:                                      # columns 0..l came from the start
+            gram = pipe.wait(c)
+            G.new_column(c)
             for r in range(max(0, c - 2 * l), c - l):
                 G[r, c] = G[c - l, r + l]              # <v_r, P_l v_(c-l)> = <P_l v_r, v_(c-l)>
+            # the last dot, <z_c, v_(c-l-1)>, is G[c-l-1, c] again: their gap is the drift.
+            # Rounding leaves a floor under it, reached within 2l + 3 columns (and
+            # harmless): drift counts from 100 times that floor, or drift_tol.
+            drift = abs(gram[-1] - G[c - l - 1, c]) / np.sqrt(max(gram[-2], 1e-300))
+            if c <= 2 * l + 3:
+                floor = max(floor, drift)
+            if drift_tol is not None and not drift <= max(drift_tol, 100.0 * floor):
+                raise BasisDrift(c, drift, p)
             G[c - l, c] = gram[0]
-            complete_column(G, c, c - l + 1, gram[1:])
+            complete_column(G, c, c - l + 1, gram[1:-1])
         _lanczos_column(G, k, l, sigma, gamma, delta)
         d_prev = delta[k - 1] if k > 0 else 0.0
         _advance_levels(levels, z[it], k, sigma, gamma[k], d_prev, delta[k], pool)
@@ -167,7 +217,7 @@ def _iterate(run, A, x, l, sigma, pool, pipe, report_initial):
         # products in one pass (its kernel is generated per depth)
         previous = it - 1 if it - 1 in z else it
         vectors = {"u": uw, "ui": u[it], "um": u[previous], "z": w, "zi": z[it], "zm": z[previous],
-                   "v": levels[0][c], **{f"y{j}": z[c + j] for j in range(1, l)}}
+                   "v": levels[0][c], "vp": levels[0][c - 1], **{f"y{j}": z[c + j] for j in range(1, l)}}
         dots = _next_column(l)(vectors, {"d": 1.0 / delta[k], "g": gamma[k] / delta[k],
                                          "e": d_prev / delta[k]})
         u[it + 1], z[it + 1] = uw, w
@@ -202,6 +252,49 @@ def _iterate(run, A, x, l, sigma, pool, pipe, report_initial):
     return False
 
 
+def _start(run, x, l, sigma, G, apply, report_initial):
+    """The pipeline's start: the first ``l + 1`` Lanczos vectors by classical Lanczos
+    (blocking reductions, orthogonalized twice), and from them ``z_j = P_j(B) v_0`` for
+    ``j <= l`` as ``V P_j(T) e_0``, with columns ``0 .. l`` of ``G`` the ``P_j(T) e_0``.
+
+    (Made by the shifted recurrence itself, the ``z_j`` of a smooth residual are nearly
+    parallel, every shift far above its eigenvalues, and the Cholesky step on their Gram
+    matrix loses half the digits: 5e-7 in ``G`` for 2D Poisson with 10^6 unknowns and
+    ``b = 1``, which cost p(2)-CG 25% more iterations there.)  Returns None when ``x``
+    has converged, else ``(beta, u, z, levels)``.  Collective.
+    """
+    basis = krylov_basis(run, run.b - run.A.matvec(x), l, symmetric=True, apply=apply)
+    beta = basis.beta
+    done = run.converged(run.iterations, beta) if report_initial else beta < run.atol
+    if done or beta == 0.0:
+        return None
+    k = basis.steps
+    gamma, delta = np.diag(basis.H)[:k], np.diag(basis.H, -1)[:k]
+    if basis.invariant:                # the Krylov space ends within l steps: CG's last step
+        T = np.diag(gamma) + np.diag(delta[:k - 1], 1) + np.diag(delta[:k - 1], -1)
+        x += np.linalg.solve(T, beta * np.eye(k)[0]) @ np.array(basis.V)
+        run.iterations += k
+        run.iterated(x)
+        if run.true_residual_passes(x, natural=True):
+            return None
+        raise BasisBreakdown(f"invariant Krylov space after {k} steps, but b - A x fails the test")
+    T = np.diag(np.r_[gamma, 0.0]) + np.diag(delta, 1) + np.diag(delta, -1)
+    V, U = np.array(basis.V), np.array(basis.U)
+    g = np.eye(l + 1)[0]
+    u, z = {}, {}
+    for j in range(l + 1):
+        G.new_column(j)
+        for i in range(j + 1):
+            G[i, j] = g[i]
+        z[j], u[j] = g[:j + 1] @ V[:j + 1], g[:j + 1] @ U[:j + 1]
+        g = T @ g - sigma[j] * g if j < l else g
+    levels = [dict() for _ in range(l)]               # levels[0] is v, levels[m] is q^(m)
+    levels[0][0] = z.pop(0)
+    for m in range(1, l):
+        levels[m][0] = z[m].copy()
+    return beta, u, z, levels
+
+
 def _lanczos_column(G, k, l, sigma, gamma, delta):
     """gamma_k and delta_k (column k of the Lanczos matrix) from columns k and k+1 of G:
     compare the coefficients of v_k and v_(k+1) in the recurrence that made z_(k+1)."""
@@ -231,9 +324,10 @@ def _advance_levels(levels, top, k, sigma, gamma_k, delta_prev, delta_k, pool):
 
 # fused_kernel caches its kernels: these calls cost a dictionary lookup per iteration
 def _next_column(l):
-    """The fused kernel: u, z three-term updates and the l + 1 dots of the next column."""
+    """The fused kernel: u, z three-term updates and the l + 1 dots of the next column,
+    and the drift check's."""
     return fused_kernel(["u = d*u - g*ui - e*um", "z = d*z - g*zi - e*zm"],
-                        dots=["u.v"] + [f"u.y{j}" for j in range(1, l)] + ["u.z"],
+                        dots=["u.v"] + [f"u.y{j}" for j in range(1, l)] + ["u.z", "u.vp"],
                         scalars=["d", "g", "e"])
 
 

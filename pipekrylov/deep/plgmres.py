@@ -59,7 +59,7 @@ def plgmres(A, b, x0=None, *, depth=1, restart=30, shifts="auto", interval=None,
 
 
 def _solve(run, l, m, shifts, interval, estimate_steps):
-    run.shifts = resolve_shifts(run, shifts, interval, l, estimate_steps, symmetric=False)
+    run.shifts = resolve_shifts(run, shifts, interval, l, estimate_steps, symmetric=False)(l)
     first = True
     while run.iterations < run.maxiter:
         before = run.iterations

@@ -17,7 +17,8 @@ iterations on 2D Poisson.)
 import numpy as np
 import scipy.linalg as la
 
-__all__ = ["chebyshev_shifts", "resolve_shifts", "estimate_spectrum", "interval_from_ritz"]
+__all__ = ["chebyshev_shifts", "resolve_shifts", "estimate_spectrum", "interval_from_ritz",
+           "krylov_basis", "KrylovBasis"]
 
 def chebyshev_shifts(depth, lmin, lmax):
     """The ``depth`` Chebyshev points of ``[lmin, lmax]`` (roots of T_depth, mapped)."""
@@ -35,27 +36,32 @@ def interval_from_ritz(ritz, bound=0.0):
 
 
 def resolve_shifts(run, shifts, interval, depth, estimate_steps, symmetric):
-    """The ``depth`` shifts a solver uses.  ``interval=(lmin, lmax)``: its Chebyshev
-    points (PETSc's ``-ksp_pipelcg_lmin/lmax``).  Otherwise ``shifts``: ``'auto'`` (the
-    Chebyshev points of :func:`interval_from_ritz` of :func:`estimate_spectrum`), a number
-    (all equal; 0 is the monomial basis) or ``depth`` explicit values."""
+    """The shift rule a solver uses: a function ``depth -> shifts`` (the depth can drop
+    after a breakdown).  ``interval=(lmin, lmax)``: its Chebyshev points (PETSc's
+    ``-ksp_pipelcg_lmin/lmax``).  Otherwise ``shifts``: ``'auto'`` (the Chebyshev points
+    of :func:`interval_from_ritz` of :func:`estimate_spectrum`), a number (all equal; 0
+    is the monomial basis) or ``depth`` explicit values (a smaller depth takes the first
+    ones)."""
     if interval is not None:
         bounds = np.asarray(interval, dtype=np.float64)
         if bounds.shape != (2,) or not np.all(np.isfinite(bounds)) or bounds[0] >= bounds[1]:
             raise ValueError(f"interval must be (lmin, lmax) with lmin < lmax, got {interval!r}")
-        return chebyshev_shifts(depth, *bounds)
+        return lambda d: chebyshev_shifts(d, *bounds)
     if isinstance(shifts, str):
         if shifts != "auto":
             raise ValueError(f"shifts must be 'auto', a number or {depth} numbers, got {shifts!r}")
         ritz, bound = estimate_spectrum(run, max(1, estimate_steps), symmetric)
-        return chebyshev_shifts(depth, *interval_from_ritz(ritz, bound)) if ritz.size else np.zeros(depth)
+        if not ritz.size:
+            return np.zeros
+        bounds = interval_from_ritz(ritz, bound)
+        return lambda d: chebyshev_shifts(d, *bounds)
     values = np.atleast_1d(np.asarray(shifts, dtype=np.float64))
     if values.ndim != 1 or not np.all(np.isfinite(values)):
         raise ValueError(f"shifts must be finite numbers, got {shifts!r}")
     if values.size == 1:
-        return np.full(depth, values[0])
+        return lambda d: np.full(d, values[0])
     if values.size == depth:
-        return values
+        return lambda d: values[:d]
     raise ValueError(f"shifts: give 'auto', a number or {depth} values, got {values.size} values "
                      "(an interval goes in interval=(lmin, lmax))")
 
@@ -64,44 +70,78 @@ def estimate_spectrum(run, steps, symmetric, tolerance=0.01):
     """Ritz values from at most ``steps`` Arnoldi steps from the initial residual.  Collective.
 
     ``symmetric``: Lanczos on ``M A`` in the ``M^-1`` inner product (the operator of
-    preconditioned CG); otherwise Arnoldi on ``A M`` (right-preconditioned GMRES).  Full
-    orthogonalization with blocking reductions; the solution is not touched.  Stops once
-    the residual bound ``h_(k+1,k) |s_k|`` of the largest Ritz value is below
+    preconditioned CG); otherwise Arnoldi on ``A M`` (right-preconditioned GMRES).  Stops
+    once the residual bound ``h_(k+1,k) |s_k|`` of the largest Ritz value is below
     ``tolerance`` times it.  Like the eigenvalue estimate of PETSc's KSPChebyshev, these
     steps are not counted as iterations: each costs an operator application and three
     reductions.  Returns ``(ritz_values, bound)``; no values when the residual is zero.
     """
-    A, reduce = run.A, run.reduction.allreduce
-    r = run.b - A.matvec(run.x)
-    v = run.precondition(r, np.empty_like(r)) if symmetric else r
-    beta = float(np.sqrt(max(reduce([r @ v], "estimate ||r||")[0], 0.0)))
-    if beta == 0.0:
+    found = {}
+
+    def converged(H, j):
+        found["ritz"], found["bound"] = _largest_ritz_bound(H[:j + 2, :j + 1], symmetric)
+        return found["bound"] <= tolerance * abs(np.real(found["ritz"]).max())
+
+    basis = krylov_basis(run, run.b - run.A.matvec(run.x), steps, symmetric, stop=converged)
+    if basis.beta == 0.0:
         return np.array([]), 0.0
-    V = [v / beta]
-    U = [r / beta] if symmetric else V      # U = M^-1 V: the partners the inner product needs
+    return found["ritz"], found["bound"]
+
+
+class KrylovBasis:
+    """What :func:`krylov_basis` built: ``V`` (orthonormal), ``U = M^-1 V`` (``V`` itself
+    for Arnoldi on ``A M``), the Hessenberg ``H`` (``A V_k = V_(k+1) H`` for the operator),
+    ``beta`` the residual's norm and ``steps`` the steps taken (fewer than asked at an
+    invariant subspace or when ``stop`` said so)."""
+
+    def __init__(self, V, U, H, beta, steps, invariant):
+        self.V, self.U, self.H, self.beta, self.steps, self.invariant = V, U, H, beta, steps, invariant
+
+
+def krylov_basis(run, r, steps, symmetric, stop=None, apply=None):
+    """Arnoldi (Lanczos for ``symmetric``) from the residual ``r``, orthogonalized twice by
+    classical Gram-Schmidt with blocking reductions.  Collective.
+
+    ``symmetric``: the operator is ``M A`` in the ``M^-1`` inner product (so ``U`` keeps the
+    ``M^-1`` partners the inner product needs); otherwise ``A M`` in the 2-inner product.
+    ``stop(H, j)`` after step ``j`` ends it early; ``apply(v) -> (A v, M A v)`` replaces
+    the operator (a caller's traced one).
+    """
+    A, reduce = run.A, run.reduction.allreduce
+    if apply is None and symmetric:
+        def apply(v):
+            uw = A.matvec(v)
+            return uw, run.precondition(uw, np.empty_like(uw))
+    elif apply is None:
+        def apply(v):
+            w = A.matvec(run.precondition(v, np.empty_like(v)))
+            return w, w
+    v = run.precondition(r, np.empty_like(r)) if symmetric else r
+    beta = float(np.sqrt(max(reduce([r @ v], "Krylov ||r||")[0], 0.0)))
     H = np.zeros((steps + 1, steps))
+    if beta == 0.0:
+        return KrylovBasis([], [], H, 0.0, 0, True)
+    V = [v / beta]
+    U = [r / beta] if symmetric else V
     for j in range(steps):
-        if symmetric:
-            uw = A.matvec(V[j])
-            w = run.precondition(uw, np.empty_like(uw))
-        else:
-            w = A.matvec(run.precondition(V[j], np.empty_like(V[j])))
-            uw = w
+        uw, w = apply(V[j])
         for _ in range(2):                  # classical Gram-Schmidt twice
-            h = reduce([uw @ vi for vi in V], "estimate V^T w")
-            w = w - h @ np.array(V)
-            uw = uw - h @ np.array(U) if symmetric else w
+            h = reduce([uw @ vi for vi in V], "Krylov V^T w")
+            w -= h @ np.array(V)
+            if symmetric:
+                uw -= h @ np.array(U)
+            else:
+                uw = w
             H[:j + 1, j] += h
-        H[j + 1, j] = np.sqrt(max(reduce([uw @ w], "estimate ||w||")[0], 0.0))
-        ritz, bound = _largest_ritz_bound(H[:j + 2, :j + 1], symmetric)
-        largest = np.real(ritz).max()
+        H[j + 1, j] = np.sqrt(max(reduce([uw @ w], "Krylov ||w||")[0], 0.0))
         invariant = not H[j + 1, j] > 1e-12 * abs(H[j, j])
-        if invariant or bound <= tolerance * abs(largest):
-            break
+        stopped = stop is not None and stop(H, j)
+        if invariant or stopped:
+            return KrylovBasis(V, U, H, beta, j + 1, invariant)
         V.append(w / H[j + 1, j])
         if symmetric:
             U.append(uw / H[j + 1, j])
-    return ritz, bound
+    return KrylovBasis(V, U, H, beta, steps, False)
 
 
 def _largest_ritz_bound(H, symmetric):

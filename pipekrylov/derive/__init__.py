@@ -19,7 +19,7 @@ from .methods import BASE_METHODS
 from .passes import (NoPipelinedForm, find_segments, fuse_reductions, residual_replacement,
                      schedule)
 
-__all__ = ["Method", "BASE_METHODS", "derive", "pipelined", "verify", "DerivationError",
+__all__ = ["Method", "BASE_METHODS", "derive", "pipelined", "loop", "verify", "DerivationError",
            "NoPipelinedForm"]
 
 
@@ -106,6 +106,15 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, c
     solver.source = generated.source
     solver.method = method
     return solver
+
+
+def loop(method, replace_automatic=False):
+    """The verified generated loop of a depth-1 method, ``loop(run, state=None) -> (x,
+    iterations, reason)`` on a :class:`~pipekrylov.solvers.common.SolverRun` (which a
+    deep solver hands over to)."""
+    method = _method(method)
+    verify(method)
+    return _generated(derive(method, 1, None, replace_automatic))
 
 
 def _is_deep(method, depth):

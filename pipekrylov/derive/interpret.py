@@ -43,7 +43,7 @@ def run_base(method, A, b, M=None, iterations=20):
     norms = []
     for _ in range(iterations + 1):
         r = vec[method.residual]
-        norms.append(float(np.sqrt(r @ r)))
+        norms.append(float(np.sqrt(r @ (ops["M"](r) if method.norm == "natural" else r))))
         try:
             for st in method.parsed_iteration:
                 execute(st)

@@ -151,7 +151,10 @@ class Method:
     startup, iteration : tuple of str
         Statements.
     residual : str
-        The vector whose 2-norm is tested for convergence at the top of each iteration.
+        The vector whose norm is tested for convergence at the top of each iteration.
+    norm : '2' or 'natural'
+        The norm tested: ``||r||_2``, or preconditioned CG's natural ``sqrt((r, M r))``
+        (the norm p(l)-CG tests, so that a continuation in p-CG tests the same).
     solution : str
     constants : tuple of str
         Vectors fixed during the iterations (``b``; a shadow residual ``r0``).
@@ -169,6 +172,7 @@ class Method:
     startup: tuple
     iteration: tuple
     residual: str = "r"
+    norm: str = "2"
     solution: str = "x"
     constants: tuple = ("b",)
     checks: tuple = ()
@@ -198,6 +202,8 @@ class Method:
         if any(p.kind != "apply" or p.target not in self.state for p in parsed):
             raise ValueError(f"{self.name}: invariants must read 'state = A state' or 'state = M state'")
         object.__setattr__(self, "parsed_invariants", parsed)
+        if self.norm not in ("2", "natural"):
+            raise ValueError(f"{self.name}: norm must be '2' or 'natural', got {self.norm!r}")
         for name in (self.residual, self.solution, *self.state):
             if name not in vectors:
                 raise ValueError(f"{self.name}: {name!r} is not a vector of the method")

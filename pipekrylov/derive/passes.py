@@ -113,7 +113,7 @@ class SymbolicIteration:
     segments: list            # per segment: [ScalarStep]
     budget: list              # per segment: {operator: applications}
     carried: dict             # scalar -> SSA name at the end
-    norm: dict                # bilinear form of (residual, residual) at point 0
+    norm: dict                # bilinear form of (residual, residual) or (residual, M residual) at point 0
 
     def __str__(self):
         lines = [f"versions of {self.method.name} ({len(self.segments)} segment(s), operators {self.budget}):"]
@@ -188,8 +188,9 @@ def symbolic_iteration(method, boundaries=()):
     final = {s: env[s] for s in method.state}
     carried = {name: ssa[name] for name in ssa if ssa[name] != name}
     residual = lift(start[method.residual], current[0])
+    partner = lift(start[method.residual], current[0], "M") if method.norm == "natural" else residual
     return SymbolicIteration(method, versions, start, final, current, segments, budget, carried,
-                             _bilinear(residual, residual))
+                             _bilinear(residual, partner))
 
 
 def _rename_poly(poly, rename):
@@ -417,7 +418,7 @@ class Reductions:
             lines.append(f"reduction {k}: {len(pairs)} dot products in one Iallreduce")
             lines += [f"  d[{j}] = ({a.name}, {b.name})" for j, (a, b) in enumerate(pairs)]
             if k == 0:
-                lines.append(f"  ||{self.auxiliaries.symbolic.method.residual}||^2 = {self.norm}")
+                lines.append(f"  {_norm_name(self.auxiliaries.symbolic.method)}^2 = {self.norm}")
             lines += [f"  {s}" for s in self.scalars[k]]
         return "\n".join(lines)
 
@@ -487,7 +488,7 @@ class Schedule:
                 lines.append(f"    {img.name} = {img.word[0]} {img.parent.name}   # overlaps reduction {ph.index}")
             lines.append(f"    d = wait for reduction {ph.index}")
             if ph.index == 0:
-                lines.append(f"    ||{m.residual}|| = sqrt({self.reductions.norm}); stop if converged"
+                lines.append(f"    {_norm_name(m)} = sqrt({self.reductions.norm}); stop if converged"
                              "   # from: the test at the top of the iteration")
             for s in ph.scalars:
                 lines.append(f"    {s.name} = {s.expression}   # from: {s.source}")
@@ -503,6 +504,10 @@ class Schedule:
         if self.replacement:
             lines.append(f"residual replacement: {self.replacement['description']}")
         return "\n".join(lines)
+
+
+def _norm_name(method):
+    return f"||{method.residual}||" + ("_M" if method.norm == "natural" else "")
 
 
 def _show_combination(value):

@@ -85,6 +85,11 @@ class SolverRun:
             raise Breakdown("diverged_nanorinf", "residual norm is not finite")
         return rnorm < self.atol
 
+    def note(self, message):
+        """An event worth a line in a printing monitor (a restart, say); rank 0 prints it."""
+        if self.monitor and not callable(self.monitor) and self.comm.Get_rank() == 0:
+            print(f"     {self.method}: {message}", file=_stream(self.monitor), flush=True)
+
     def iterated(self, x):
         """Call the user's callback with the current iterate (whole if A was whole)."""
         if self.callback is not None:
