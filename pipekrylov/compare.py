@@ -1,7 +1,7 @@
 """One problem through PETSc's KSPs and pipekrylov's counterparts, in one table.
 
     mpiexec -n 1 python -m pipekrylov compare [--n 1000] [--depth 2] [--max-it 5000]
-    mpiexec -n 2 python -m pipekrylov compare
+    mpiexec -n 2 python -m pipekrylov compare [--only cg pipelcg]
 
 2D Poisson (n^2 unknowns, b = 1), Jacobi PC, rtol 1e-8; PETSc's CG and BiCGStab variants
 test the unpreconditioned residual norm (as ours do); GMRES variants are right
@@ -11,7 +11,8 @@ GMRES(30) reaches on large Poisson problems), true relative residual, time per i
 and time blocked in reductions per iteration (ours only: PETSc does not report it).
 PETSc's pipelcg runs at the same depth with its default shifts (lmin = lmax = 0, the
 monomial basis); ours (PipeLCG) estimates its own.  PipeCG runs without and with
-automatic residual replacement (``-ksp_pipekrylov_replacement``).
+automatic residual replacement (``-ksp_pipekrylov_replacement``).  ``--only`` keeps the
+rows of the PETSc KSPs named and their counterparts.
 """
 import argparse
 import time
@@ -85,15 +86,23 @@ def _run(A, b, ksp_type, context, depth, max_it, pc, extra=None):
     return row
 
 
-def compare(comm, n, depth=2, max_it=5000, pc="jacobi"):
-    """The table's rows for 2D Poisson n x n on ``comm``.  Collective."""
+def compare(comm, n, depth=2, max_it=5000, pc="jacobi", only=None):
+    """The table's rows for 2D Poisson n x n on ``comm`` (``only``: those PETSc KSP types
+    and our counterparts).  Collective."""
     import pipekrylov as pk
     from pipekrylov.petsc import aij
     A = aij(pk.poisson2d(comm, n))
     b = A.createVecRight()
     b.set(1.0)
     table = []
-    for ksp_type, ours in _pairs():
+    pairs = _pairs()
+    unknown = set(only or ()) - {ksp_type for ksp_type, _ in pairs}
+    if unknown:
+        raise SystemExit(f"--only: unknown KSP {', '.join(sorted(unknown))}; "
+                         f"choose from {', '.join(k for k, _ in pairs)}")
+    for ksp_type, ours in pairs:
+        if only and ksp_type not in only:
+            continue
         table.append([f"PETSc {ksp_type}"] + _run(A, b, ksp_type, None, depth, max_it, pc))
         for context, extra in ours:
             label = f"pipekrylov.petsc.{context.__name__}" + "".join(f" -{key}" for key in extra)
@@ -114,12 +123,13 @@ def add_arguments(parser):
     parser.add_argument("--depth", type=int, default=2, help="pipeline depth of pipelcg and ours")
     parser.add_argument("--max-it", type=int, default=5000)
     parser.add_argument("--pc", default="jacobi")
+    parser.add_argument("--only", nargs="+", metavar="KSP", help="only these PETSc KSP types and ours")
 
 
 def command(args):
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
-    table = compare(comm, args.n, args.depth, args.max_it, args.pc)
+    table = compare(comm, args.n, args.depth, args.max_it, args.pc, args.only)
     if comm.rank == 0:
         print(f"2D Poisson {args.n}x{args.n}, {args.pc}, rtol 1e-8, {comm.size} rank(s)")
         print(markdown_table(["KSP", "iterations", "reason", "true rel. residual", "ms / iteration",

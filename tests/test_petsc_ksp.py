@@ -186,3 +186,7 @@ def test_compare_command_puts_petsc_and_ours_side_by_side(comm):
         assert float(mine[3]) < 1.01e-8 and mine[5] != "-"        # true residual, blocked time
     assert {"PETSc pipecgrr", "PETSc pipelcg", "PETSc pipebcgs"} <= set(by_name)
     assert markdown_table(["a"], [[1]]).splitlines()[1] == "|---|"
+    some = compare(comm, 20, depth=2, max_it=2000, only=["pipelcg"])
+    assert [row[0] for row in some] == ["PETSc pipelcg", "pipekrylov.petsc.PipeLCG"]
+    with pytest.raises(SystemExit, match="unknown KSP pipelgc"):
+        compare(comm, 20, only=["pipelgc"])

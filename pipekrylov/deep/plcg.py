@@ -187,15 +187,16 @@ def _iterate(run, A, x, l, sigma, pool, pipe, report_initial, drift_tol):
     start = _start(run, x, l, sigma, G, lambda v: apply_B(v, pool), report_initial)
     if start is None:
         return True
-    beta, u, z, levels = start
+    beta, u, z, levels, exact = start
     floor = 0.0
     gamma, delta = [], []
     eta = zeta = 0.0
     p = np.zeros_like(x)
     for it in range(l, run.maxiter - it0 + l):
         c, k = it - l + 1, it - l
-        uw, w = apply_B(z[it], pool)                   # overlaps the reductions in flight
-        if c > l:                                      # columns 0..l came from the start
+        if it + 1 > exact.columns:
+            uw, w = apply_B(z[it], pool)               # overlaps the reductions in flight
+        if c > exact.columns:                          # the start's columns are exact
             gram = pipe.wait(c)
             G.new_column(c)
             for r in range(max(0, c - 2 * l), c - l):
@@ -204,7 +205,7 @@ def _iterate(run, A, x, l, sigma, pool, pipe, report_initial, drift_tol):
             # Rounding leaves a floor under it, reached within 2l + 3 columns (and
             # harmless): drift counts from 100 times that floor, or drift_tol.
             drift = abs(gram[-1] - G[c - l - 1, c]) / np.sqrt(max(gram[-2], 1e-300))
-            if c <= 2 * l + 3:
+            if c <= exact.columns + l + 3:
                 floor = max(floor, drift)
             if drift_tol is not None and not drift <= max(drift_tol, 100.0 * floor):
                 raise BasisDrift(c, drift, p)
@@ -213,16 +214,20 @@ def _iterate(run, A, x, l, sigma, pool, pipe, report_initial, drift_tol):
         _lanczos_column(G, k, l, sigma, gamma, delta)
         d_prev = delta[k - 1] if k > 0 else 0.0
         _advance_levels(levels, z[it], k, sigma, gamma[k], d_prev, delta[k], pool)
-        # z_(i+1), u_(i+1) by the three-term recurrence and the next column's dot
-        # products in one pass (its kernel is generated per depth)
-        previous = it - 1 if it - 1 in z else it
-        vectors = {"u": uw, "ui": u[it], "um": u[previous], "z": w, "zi": z[it], "zm": z[previous],
-                   "v": levels[0][c], "vp": levels[0][c - 1], **{f"y{j}": z[c + j] for j in range(1, l)}}
-        dots = _next_column(l)(vectors, {"d": 1.0 / delta[k], "g": gamma[k] / delta[k],
-                                         "e": d_prev / delta[k]})
-        u[it + 1], z[it + 1] = uw, w
-        if it + 1 <= run.maxiter - it0:                # column it+1 is still needed
-            pipe.start(it + 1, dots)
+        exact.levels(levels, k + 1)
+        if it + 1 <= exact.columns:
+            u[it + 1], z[it + 1] = exact.z(it + 1)
+        else:
+            # z_(i+1), u_(i+1) by the three-term recurrence and the next column's dot
+            # products in one pass (its kernel is generated per depth)
+            previous = it - 1 if it - 1 in z else it
+            vectors = {"u": uw, "ui": u[it], "um": u[previous], "z": w, "zi": z[it], "zm": z[previous],
+                       "v": levels[0][c], "vp": levels[0][c - 1], **{f"y{j}": z[c + j] for j in range(1, l)}}
+            dots = _next_column(l)(vectors, {"d": 1.0 / delta[k], "g": gamma[k] / delta[k],
+                                             "e": d_prev / delta[k]})
+            u[it + 1], z[it + 1] = uw, w
+            if it + 1 <= run.maxiter - it0:            # column it+1 is still needed
+                pipe.start(it + 1, dots)
         for j in [j for j in u if j < it]:
             pool.give(u.pop(j))
         for j in [j for j in z if j < min(it, it - l + 3)]:
@@ -252,25 +257,28 @@ def _iterate(run, A, x, l, sigma, pool, pipe, report_initial, drift_tol):
     return False
 
 
-def _start(run, x, l, sigma, G, apply, report_initial):
-    """The pipeline's start: the first ``l + 1`` Lanczos vectors by classical Lanczos
-    (blocking reductions, orthogonalized twice), and from them ``z_j = P_j(B) v_0`` for
-    ``j <= l`` as ``V P_j(T) e_0``, with columns ``0 .. l`` of ``G`` the ``P_j(T) e_0``.
+def _start(run, x, l, sigma, G, apply, report_initial, extra=None):
+    """The pipeline's start: ``S = l + extra`` steps of classical Lanczos (blocking
+    reductions, orthogonalized twice), and from their ``V`` and ``T`` the columns
+    ``0 .. S`` of ``G`` (``P_j(T) e_0`` for ``j <= l``, ``P_l(T) e_(j-l)`` after), the
+    auxiliary vectors ``z_j = V G[:, j]`` and the first intermediate bases, all exact.
 
-    (Made by the shifted recurrence itself, the ``z_j`` of a smooth residual are nearly
-    parallel, every shift far above its eigenvalues, and the Cholesky step on their Gram
-    matrix loses half the digits: 5e-7 in ``G`` for 2D Poisson with 10^6 unknowns and
-    ``b = 1``, which cost p(2)-CG 25% more iterations there.)  Returns None when ``x``
-    has converged, else ``(beta, u, z, levels)``.  Collective.
+    Made by the shifted recurrences themselves, as in the papers and in PETSc, the first
+    ``z_j`` of a smooth residual are nearly parallel (every shift far above its
+    eigenvalues), and the Cholesky steps on their Gram entries lose digits that the
+    recurrences then carry on: 5e-7 in ``G`` for 2D Poisson with 10^6 unknowns and
+    ``b = 1`` at depth 2, 1e-5 at depth 5 on 200^2.  Returns None when ``x`` has
+    converged, else ``(beta, u, z, levels, exact)``.  Collective.
     """
-    basis = krylov_basis(run, run.b - run.A.matvec(x), l, symmetric=True, apply=apply)
+    steps = 2 * l if extra is None else l + extra
+    basis = krylov_basis(run, run.b - run.A.matvec(x), steps, symmetric=True, apply=apply)
     beta = basis.beta
     done = run.converged(run.iterations, beta) if report_initial else beta < run.atol
     if done or beta == 0.0:
         return None
     k = basis.steps
     gamma, delta = np.diag(basis.H)[:k], np.diag(basis.H, -1)[:k]
-    if basis.invariant:                # the Krylov space ends within l steps: CG's last step
+    if basis.invariant:                # the Krylov space ends within these steps: CG's last step
         T = np.diag(gamma) + np.diag(delta[:k - 1], 1) + np.diag(delta[:k - 1], -1)
         x += np.linalg.solve(T, beta * np.eye(k)[0]) @ np.array(basis.V)
         run.iterations += k
@@ -278,21 +286,53 @@ def _start(run, x, l, sigma, G, apply, report_initial):
         if run.true_residual_passes(x, natural=True):
             return None
         raise BasisBreakdown(f"invariant Krylov space after {k} steps, but b - A x fails the test")
-    T = np.diag(np.r_[gamma, 0.0]) + np.diag(delta, 1) + np.diag(delta, -1)
-    V, U = np.array(basis.V), np.array(basis.U)
-    g = np.eye(l + 1)[0]
-    u, z = {}, {}
-    for j in range(l + 1):
+    exact = _ExactStart(basis, l, sigma)
+    for j in range(exact.columns + 1):
         G.new_column(j)
-        for i in range(j + 1):
-            G[i, j] = g[i]
-        z[j], u[j] = g[:j + 1] @ V[:j + 1], g[:j + 1] @ U[:j + 1]
-        g = T @ g - sigma[j] * g if j < l else g
+        column = exact.column(j)
+        for i in range(max(0, j - 2 * l), j + 1):
+            G[i, j] = column[i]
+    u, z = {}, {}
+    for j in range(1, l + 1):
+        u[j], z[j] = exact.z(j)
     levels = [dict() for _ in range(l)]               # levels[0] is v, levels[m] is q^(m)
-    levels[0][0] = z.pop(0)
-    for m in range(1, l):
-        levels[m][0] = z[m].copy()
-    return beta, u, z, levels
+    for m in range(l):
+        levels[m][0] = exact.level(m, 0)
+    return beta, u, z, levels, exact
+
+
+class _ExactStart:
+    """What the start's Lanczos steps give exactly: with ``T`` their tridiagonal matrix,
+    ``P_m(B) v_k = V P_m(T) e_k`` as long as ``T`` holds the entries it needs."""
+
+    def __init__(self, basis, l, sigma):
+        S = basis.steps
+        self.l, self.columns = l, S
+        self.V, self.U = np.array(basis.V), np.array(basis.U)
+        g, d = np.diag(basis.H)[:S], np.diag(basis.H, -1)[:S]
+        T = np.diag(np.r_[g, 0.0]) + np.diag(d, 1) + np.diag(d, -1)   # T[S, S] is never read
+        self.P = [np.eye(S + 1)]                  # P_m(T) for m = 0 .. l
+        for m in range(l):
+            self.P.append((T - sigma[m] * np.eye(S + 1)) @ self.P[-1])
+
+    def column(self, j):
+        """Column ``j`` of ``G``: ``P_j(T) e_0`` (``j <= l``), ``P_l(T) e_(j-l)`` after."""
+        return self.P[j][:, 0] if j <= self.l else self.P[self.l][:, j - self.l]
+
+    def z(self, j):
+        """``(u_j, z_j)``: ``z_j = V G[:, j]`` and its ``M^-1`` partner."""
+        column = self.column(j)
+        return column @ self.U, column @ self.V
+
+    def level(self, m, k):
+        return self.P[m][:, k] @ self.V
+
+    def levels(self, levels, k):
+        """Replace the recurrences' ``q^(m)_k`` by the exact ones where ``T`` holds them."""
+        if k + self.l - 2 < self.columns:
+            for m in range(self.l):
+                if k in levels[m]:
+                    levels[m][k][:] = self.level(m, k)
 
 
 def _lanczos_column(G, k, l, sigma, gamma, delta):
