@@ -40,12 +40,13 @@ def _cg_lines(l):
     levels = ", ".join(["v_(k+1)"] + [f"q{m}_(k+1)" for m in range(1, l)])
     return [
         ("start-up", "from preconditioned CG"),
-        ("  u_0 = b - A x_0;  z_0 = M u_0", "r_0 = b - A x_0;  z_0 = M r_0"),
-        ("  start R_0 = [<u_0, z_0>]", "(r_0, z_0)"),
-        (f"  for j = 0 .. {l - 1}:", "(fills the pipeline)"),
-        ("      u_(j+1) = A z_j - sigma_j u_j;  z_(j+1) = M u_(j+1)", "q = A p;  z = M r"),
-        ("      start R_(j+1) = [<u_(j+1), z_m> for m = 0 .. j+1]", "(p, A p), (r, z)"),
-        (f"iteration i = {l}, {l + 1}, ...  (k = i - {l}: Lanczos step, c = i - {l - 1}: column of G)", ""),
+        ("  u_0 = b - A x_0;  v_0 = M u_0 / ||u_0||_M", "r_0 = b - A x_0;  z_0 = M r_0"),
+        (f"  {2 * l} Lanczos steps, orthogonalized twice (blocking): v_1 .. v_{2 * l}, T",
+         "(fills the pipeline)"),
+        (f"  G[:, c] = P_c(T) e_0 (c <= {l}), P_{l}(T) e_(c-{l}) (c <= {2 * l});  z_c = V G[:, c]",
+         "(exact: no Gram matrix to factor)"),
+        (f"iteration i = {l}, {l + 1}, ...  (k = i - {l}: Lanczos step, c = i - {l - 1}: column of G; "
+         f"up to i = {2 * l - 1} z and G come from the start-up)", ""),
         ("  u' = A z_i;  w = M u'", "q = A p;  z = M r"),
         (f"  wait R_c                         (started {l} iteration{'s' if l > 1 else ''} ago)",
          "the reductions (p, A p), (r, z)"),

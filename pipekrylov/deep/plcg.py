@@ -6,8 +6,9 @@ applications.  The method is Lanczos on ``B = M A`` (in the ``M^-1`` inner produ
 carried out on the auxiliary basis of :mod:`.basis`, with the CG iterate formed from
 the tridiagonal Lanczos matrix by its LDL^T factorization (D-Lanczos):
 
-    it = 0 .. l-1  (fill)   z_(it+1) = (B - sigma_it) z_it;  start <z_(it+1), z_j>, j <= it+1
-    it >= l, c = it-l+1, k = c-1:
+    start: 2l classical Lanczos steps (blocking) give v_0 .. v_2l and T, and exactly
+           G[:, c] = P_c(T) e_0 (c <= l), P_l(T) e_(c-l) (c <= 2l), z_c = V G[:, c]
+    it >= l, c = it-l+1, k = c-1 (for c <= 2l, z and G come from the start):
         w = B z_it                                   # overlaps the reductions in flight
         wait column c of the Gram entries            # started l iterations ago
         G[:, c] by symmetry + Cholesky step          # square-root breakdown -> restart
