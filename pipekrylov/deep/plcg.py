@@ -219,6 +219,7 @@ def _iterate(run, A, x, l, sigma, pool, pipe, report_initial, drift_tol):
         if it + 1 <= exact.columns:
             u[it + 1], z[it + 1] = exact.z(it + 1)
         else:
+            exact.release()
             # z_(i+1), u_(i+1) by the three-term recurrence and the next column's dot
             # products in one pass (its kernel is generated per depth)
             previous = it - 1 if it - 1 in z else it
@@ -324,6 +325,10 @@ class _ExactStart:
         """``(u_j, z_j)``: ``z_j = V G[:, j]`` and its ``M^-1`` partner."""
         column = self.column(j)
         return column @ self.U, column @ self.V
+
+    def release(self):
+        """Drop the start's vectors (``2l + 1`` and their partners) once no longer needed."""
+        self.V = self.U = None
 
     def level(self, m, k):
         return self.P[m][:, k] @ self.V
