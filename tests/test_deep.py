@@ -288,7 +288,10 @@ def test_indefinite_matrix_is_reported():
 @pytest.mark.parametrize("kwargs,match", [({"depth": 0}, "depth"), ({"depth": 2.5}, "depth"),
                                           ({"depth": 3, "shifts": [1.0, 2.0, 3.0, 4.0]}, "shifts"),
                                           ({"depth": 2, "shifts": "chebyshev"}, "shifts"), ({"depth": 2, "interval": (2, 1)}, "interval"),
-                                          ({"depth": 2, "shifts": [np.nan]}, "shifts")])
+                                          ({"depth": 2, "shifts": [np.nan]}, "shifts"),
+                                          ({"depth": 2, "drift_tol": -1.0}, "drift_tol"),
+                                          ({"depth": 2, "drift_tol": "tight"}, "drift_tol"),
+                                          ({"depth": 2, "fallback_depth": 0}, "depth")])
 def test_bad_options_get_clear_errors(kwargs, match):
     A = pk.poisson2d(MPI.COMM_SELF, 10)
     with pytest.raises(ValueError, match=match):

@@ -90,10 +90,12 @@ def plcg(A, b, x0=None, *, depth=2, shifts="auto", interval=None, rtol=1e-5, ato
     against ``max(atol, rtol ||b||_M)``; without a preconditioner it is the 2-norm.
     """
     depth = _depth(depth)
-    run = SolverRun(f"p({depth})-cg", A, b, x0, rtol, atol, maxiter, M, callback, comm,
-                    monitor, latency)
+    if drift_tol is not None and not (isinstance(drift_tol, (int, float)) and 0 < drift_tol < np.inf):
+        raise ValueError(f"drift_tol must be a positive number or None, got {drift_tol!r}")
     if fallback_depth is not None:
         fallback_depth = min(_depth(fallback_depth), depth)
+    run = SolverRun(f"p({depth})-cg", A, b, x0, rtol, atol, maxiter, M, callback, comm,
+                    monitor, latency)
     run.restarts, run.shifts, run.depth, run.handed_over = 0, None, depth, None
     result = run.run(lambda run: _solve(run, depth, shifts, interval, int(estimate_steps),
                                         drift_tol, fallback_depth))
