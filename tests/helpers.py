@@ -60,3 +60,24 @@ def reference_stencil(kind, n):
 
 def rel(a, b):
     return np.linalg.norm(np.asarray(a) - np.asarray(b)) / max(np.linalg.norm(b), 1e-300)
+
+
+def textbook_pcg(A, b, steps, dinv=None):
+    """Preconditioned CG as printed (Jacobi with ``dinv = 1 / diag(A)``, or none), the
+    independent reference: the iterates x_1.., the directions p_0.. that made them, and
+    the natural residual norms sqrt(r^T M r) from r_0 on."""
+    x, r = np.zeros_like(b), b.copy()
+    z = r if dinv is None else dinv * r
+    p, rz = z.copy(), r @ z
+    xs, ps, norms = [], [], [np.sqrt(rz)]
+    for _ in range(steps):
+        q = A @ p
+        alpha = rz / (p @ q)
+        x, r = x + alpha * p, r - alpha * q
+        z = r if dinv is None else dinv * r
+        rz_new = r @ z
+        xs.append(x.copy())
+        ps.append(p.copy())
+        norms.append(np.sqrt(rz_new))
+        p, rz = z + rz_new / rz * p, rz_new
+    return xs, ps, np.array(norms)

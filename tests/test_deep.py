@@ -14,7 +14,7 @@ from pipekrylov.deep import chebyshev_shifts, plcg, plgmres
 from pipekrylov.deep.basis import BandedColumns, SqrtBreakdown, complete_column
 from pipekrylov.deep.plcg import continue_in_pcg
 from pipekrylov.solvers.common import SolverRun
-from helpers import SPD, load
+from helpers import SPD, load, textbook_pcg
 
 DEPTHS = [1, 2, 3, 4, 5]
 
@@ -228,22 +228,6 @@ def test_a_breakdown_falls_back_to_a_smaller_depth():
     assert two.info == 0 and two.depth == 2
 
 
-def _numpy_cg(A, b, steps):
-    """Textbook CG (the independent reference): iterates, last directions, residual norms."""
-    x, r = np.zeros_like(b), b.copy()
-    p, rr, xs, ps, norms = np.zeros_like(b), r @ r, [], [], [np.sqrt(r @ r)]
-    for k in range(steps):
-        p = r + (rr / rr_old if k else 0.0) * p
-        q = A @ p
-        alpha = rr / (p @ q)
-        x, r = x + alpha * p, r - alpha * q
-        rr_old, rr = rr, r @ r
-        xs.append(x.copy())
-        ps.append(p.copy())
-        norms.append(np.sqrt(rr))
-    return xs, ps, np.array(norms)
-
-
 @pytest.mark.parametrize("scale", [1.0, -3.5])
 def test_hand_over_continues_cg_in_the_same_krylov_space(scale):
     """p-CG started from CG's iterate x_k and last direction p_(k-1) (any scale) has CG's
@@ -251,7 +235,7 @@ def test_hand_over_continues_cg_in_the_same_krylov_space(scale):
     A = pk.poisson2d(MPI.COMM_SELF, 30).to_scipy()
     b = np.random.default_rng(5).standard_normal(A.shape[0])
     k = 20
-    xs, ps, norms = _numpy_cg(A, b, k + 15)
+    xs, ps, norms = textbook_pcg(A, b, k + 15)
     run = SolverRun("continuation", A, b, xs[k - 1], 0.0, 0.0, k + 15, None, None, MPI.COMM_SELF)
 
     def from_k(run):
@@ -259,7 +243,7 @@ def test_hand_over_continues_cg_in_the_same_krylov_space(scale):
         return continue_in_pcg(run, scale * ps[k - 1])
     history = np.array(run.run(from_k).residual_norms)
     assert np.allclose(history, norms[k + 1:k + 1 + len(history)], rtol=1e-6)
-    restarted = _numpy_cg(A, b - A @ xs[k - 1], 15)[2]
+    restarted = textbook_pcg(A, b - A @ xs[k - 1], 15)[2]
     assert abs(restarted[10] - norms[k + 10]) > 0.1 * norms[k + 10]     # the test can tell
 
 

@@ -13,7 +13,7 @@ import pipekrylov as pk
 from pipekrylov import derive as dv
 from pipekrylov.derive.interpret import run_base
 from pipekrylov.matrix import generators
-from helpers import load, reference_stencil, rel
+from helpers import load, reference_stencil, rel, textbook_pcg
 
 BASES = ["cg", "cg-hs", "cr", "bicgstab", "cgs"]
 
@@ -60,16 +60,7 @@ def test_natural_norm_needs_no_extra_dot_and_reproduces_cg():
     b = A @ np.ones(A.shape[0])
     dinv = 1.0 / A.diagonal()
     res = dv.pipelined(natural)(A, b, rtol=1e-8, M="jacobi", comm=MPI.COMM_SELF)
-    x, r, z = np.zeros_like(b), b.copy(), dinv * b       # textbook PCG, its natural norms
-    p, norms = z.copy(), [np.sqrt(r @ z)]
-    for _ in range(20):
-        q = A @ p
-        alpha = (r @ z) / (p @ q)
-        r_new = r - alpha * q
-        z_new = dinv * r_new
-        p = z_new + (r_new @ z_new) / (r @ z) * p
-        r, z = r_new, z_new
-        norms.append(np.sqrt(r @ z))
+    norms = textbook_pcg(A, b, 20, dinv)[2]
     assert np.allclose(res.residual_norms[:21], norms, rtol=1e-6)
     assert res.info == 0 and np.sqrt((b - A @ res.x) @ (dinv * (b - A @ res.x))) < 1e-8 * norms[0]
     with pytest.raises(ValueError, match="norm"):

@@ -70,10 +70,10 @@ def plcg(A, b, x0=None, *, depth=2, shifts="auto", interval=None, rtol=1e-5, ato
         At most this many Lanczos steps for the estimate of ``shifts='auto'``.
     drift_tol : float or None
         On ill-conditioned matrices the basis drifts from its definition exponentially
-        and ends in a breakdown, whose restart loses the Krylov space (up to 2.6x CG's
+        and ends in a breakdown, whose restart loses the Krylov space (up to 4x CG's
         iterations).  Each reduction carries one more dot product, an entry of ``G`` that
         is also known by symmetry; once the two differ by ``drift_tol`` relative to
-        ``||z||`` (and 100 times the floor the first columns leave, 1e-15 to 1e-8 by
+        ``||z||`` (and 100 times the floor the first columns leave, 1e-15 to 1e-9 by
         depth and problem), the same CG goes on from the iterate and the last search
         direction as derived p-CG (depth 1), keeping CG's iteration count.  None: no
         check.
@@ -261,10 +261,9 @@ def _iterate(run, A, x, l, sigma, pool, pipe, report_initial, drift_tol):
     return False
 
 
-def _start(run, x, l, sigma, G, apply, report_initial, extra=None):
-    """The pipeline's start: ``S = l + extra`` steps of classical Lanczos (blocking
-    reductions, orthogonalized twice), and from their ``V`` and ``T`` the columns
-    ``0 .. S`` of ``G`` (``P_j(T) e_0`` for ``j <= l``, ``P_l(T) e_(j-l)`` after), the
+def _start(run, x, l, sigma, G, apply, report_initial):
+    """The pipeline's start: ``2l`` steps of classical Lanczos (blocking reductions,
+    orthogonalized twice), and from their ``V`` and ``T`` the columns ``0 .. 2l`` of ``G`` (``P_j(T) e_0`` for ``j <= l``, ``P_l(T) e_(j-l)`` after), the
     auxiliary vectors ``z_j = V G[:, j]`` and the first intermediate bases, all exact.
 
     Made by the shifted recurrences themselves, as in the papers and in PETSc, the first
@@ -274,17 +273,14 @@ def _start(run, x, l, sigma, G, apply, report_initial, extra=None):
     ``b = 1`` at depth 2, 1e-5 at depth 5 on 200^2.  Returns None when ``x`` has
     converged, else ``(beta, u, z, levels, exact)``.  Collective.
     """
-    steps = 2 * l if extra is None else l + extra
-    basis = krylov_basis(run, run.b - run.A.matvec(x), steps, symmetric=True, apply=apply)
+    basis = krylov_basis(run, run.b - run.A.matvec(x), 2 * l, symmetric=True, apply=apply)
     beta = basis.beta
     done = run.converged(run.iterations, beta) if report_initial else beta < run.atol
     if done or beta == 0.0:
         return None
-    k = basis.steps
-    gamma, delta = np.diag(basis.H)[:k], np.diag(basis.H, -1)[:k]
     if basis.invariant:                # the Krylov space ends within these steps: CG's last step
-        T = np.diag(gamma) + np.diag(delta[:k - 1], 1) + np.diag(delta[:k - 1], -1)
-        x += np.linalg.solve(T, beta * np.eye(k)[0]) @ np.array(basis.V)
+        k = basis.steps
+        x += np.linalg.solve(basis.tridiagonal()[:k, :k], beta * np.eye(k)[0]) @ np.array(basis.V)
         run.iterations += k
         run.iterated(x)
         if run.true_residual_passes(x, natural=True):
@@ -313,8 +309,7 @@ class _ExactStart:
         S = basis.steps
         self.l, self.columns = l, S
         self.V, self.U = np.array(basis.V), np.array(basis.U)
-        g, d = np.diag(basis.H)[:S], np.diag(basis.H, -1)[:S]
-        T = np.diag(np.r_[g, 0.0]) + np.diag(d, 1) + np.diag(d, -1)   # T[S, S] is never read
+        T = basis.tridiagonal()                   # its unknown T[S, S] is never read here
         self.P = [np.eye(S + 1)]                  # P_m(T) for m = 0 .. l
         for m in range(l):
             self.P.append((T - sigma[m] * np.eye(S + 1)) @ self.P[-1])
@@ -339,8 +334,7 @@ class _ExactStart:
         """Replace the recurrences' ``q^(m)_k`` by the exact ones where ``T`` holds them."""
         if k + self.l - 2 < self.columns:
             for m in range(self.l):
-                if k in levels[m]:
-                    levels[m][k][:] = self.level(m, k)
+                levels[m][k][:] = self.level(m, k)
 
 
 def _lanczos_column(G, k, l, sigma, gamma, delta):

@@ -76,16 +76,15 @@ def estimate_spectrum(run, steps, symmetric, tolerance=0.01):
     steps are not counted as iterations: each costs an operator application and three
     reductions.  Returns ``(ritz_values, bound)``; no values when the residual is zero.
     """
-    found = {}
-
     def converged(H, j):
-        found["ritz"], found["bound"] = _largest_ritz_bound(H[:j + 2, :j + 1], symmetric)
-        return found["bound"] <= tolerance * abs(np.real(found["ritz"]).max())
+        ritz, bound = _largest_ritz_bound(H[:j + 2, :j + 1], symmetric)
+        return bound <= tolerance * abs(np.real(ritz).max())
 
     basis = krylov_basis(run, run.b - run.A.matvec(run.x), steps, symmetric, stop=converged)
     if basis.beta == 0.0:
         return np.array([]), 0.0
-    return found["ritz"], found["bound"]
+    k = basis.steps
+    return _largest_ritz_bound(basis.H[:k + 1, :k], symmetric)
 
 
 class KrylovBasis:
@@ -96,6 +95,13 @@ class KrylovBasis:
 
     def __init__(self, V, U, H, beta, steps, invariant):
         self.V, self.U, self.H, self.beta, self.steps, self.invariant = V, U, H, beta, steps, invariant
+
+    def tridiagonal(self):
+        """Lanczos's ``T`` (``steps + 1`` square) from ``H``'s diagonal and subdiagonal;
+        its last diagonal entry, not computed yet, reads 0."""
+        k = self.steps
+        gamma, delta = np.r_[np.diag(self.H)[:k], 0.0], np.diag(self.H, -1)[:k]
+        return np.diag(gamma) + np.diag(delta, 1) + np.diag(delta, -1)
 
 
 def krylov_basis(run, r, steps, symmetric, stop=None, apply=None):
