@@ -2,15 +2,18 @@
 
     .venv/bin/python benchmarks/stencil_roofline.py [--ndim 3] [--n 420] [--steps 16] [--rounds 3] [--threads 2]
 
-Measures, in one run: STREAM copy and triad; the numpy reference; the non-blocked sweep;
-the in-core ceiling (each thread updating its own small grid, with rows as long as the
+Measures, in one run: STREAM copy and triad; the numpy reference; the non-blocked sweep,
+with plain and with streaming stores; the in-core ceiling (each thread updating its own small grid, with rows as long as the
 big grid's, that stays in its L2 cache); the two temporal blockings, each autotuned on a
 slab of the grid and then timed on it: the shared-cache team (PipelinedBlocking) and the
 private-cache skewed tiles (WavefrontTiles); and Devito, the Python peer, on the same
 update when it is installed (an optional extra, not a dependency: run this script with
 a Python that has it and the repository on PYTHONPATH, OMP_NUM_THREADS=threads,
 DEVITO_LANGUAGE=openmp).  Prints each kernel's rate, bytes per update, its share of the
-memory bound, and the speedups over the sweep (and over Devito).
+memory bound (from the best round and STREAM before and after all rounds; and "paired":
+each pass against a copy of the grid's size right before and after it, the median over
+passes, which the drift of this machine's bandwidth affects least), and the speedups
+over the sweeps (and over Devito).
 """
 import argparse
 import time
@@ -18,28 +21,51 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from stencil import (PipelinedBlocking, Stencil, Sweep, WavefrontTiles, advance, autotune, candidates,
-                     memory_bound, reference_run, reference_step, stream)
+from stencil import (PipelinedBlocking, Stencil, Sweep, WavefrontTiles, advance, autotune, bytes_per_update,
+                     candidates, memory_bound, reference_run, reference_step, stream)
 from stencil.kernels import dummy_coefficient, layer_kernel
+from stencil.roofline import _copy as copy_kernel
 
 
-def rate(stencil, scheduler, steps, u):
+def rate(stencil, scheduler, steps, u, copy):
     """Updates per second over ``steps`` steps after a first pass (setup copies, page
-    faults and compilation stay outside), and in the fastest of those passes."""
-    ends = []
-    advance(u, stencil, scheduler.steps_per_pass + steps, scheduler=scheduler,
-            callback=lambda step, owned: ends.append((step, time.perf_counter())))
+    faults and compilation stay outside), in the fastest of those passes, and each pass's
+    rate over the STREAM copy's element rate measured right before and after it (the
+    better of the two; ``copy()`` runs between the passes, outside their timing)."""
+    marks = []      # (step, end of the pass, copy rate after it, start of the next pass)
+
+    def between_passes(step, owned):
+        end = time.perf_counter()
+        marks.append((step, end, copy(), time.perf_counter()))
+    advance(u, stencil, scheduler.steps_per_pass + steps, scheduler=scheduler, callback=between_passes)
     per_step = np.prod(np.subtract(u.shape, 2))
-    (s0, t0), (s1, t1) = ends[0], ends[-1]
-    best = max(per_step * (b - a) / (tb - ta) for (a, ta), (b, tb) in zip(ends, ends[1:]))
-    return per_step * (s1 - s0) / (t1 - t0), best
+    passes = [(per_step * (b[0] - a[0]), b[1] - a[3], max(a[2], b[2])) for a, b in zip(marks, marks[1:])]
+    average = sum(n for n, _, _ in passes) / sum(t for _, t, _ in passes)
+    return average, max(n / t for n, t, _ in passes), [n / t / c for n, t, c in passes]
+
+
+def copy_rate(threads, shape):
+    """A function returning the STREAM copy's element rate on arrays of ``shape``."""
+    a, b = np.ones(np.prod(shape)), np.zeros(np.prod(shape))
+    parts = [slice(a.size * t // threads, a.size * (t + 1) // threads) for t in range(threads)]
+    pool = ThreadPoolExecutor(threads)
+
+    def measure():
+        start = time.perf_counter()
+        list(pool.map(lambda part: copy_kernel(a[part], b[part]), parts))
+        return a.size / (time.perf_counter() - start)
+    measure()
+    return measure
+
+
+DEVITO = "Devito, opt=advanced, OpenMP (float64)"
 
 
 def devito_timer(stencil, u, steps):
-    """A function returning Devito's rate on the same update of ``u`` (float64, constant
-    coefficients, Dirichlet, ``opt=('advanced', {'openmp': True})``, threads from
-    OMP_NUM_THREADS), after checking it against the reference on a small grid; None when
-    Devito is not installed."""
+    """A function of the copy timer returning Devito's rate on the same update of ``u``
+    (float64, constant coefficients, Dirichlet, ``opt=('advanced', {'openmp': True})``,
+    threads from OMP_NUM_THREADS), as :func:`rate` does, after checking it against the
+    reference on a small grid; None when Devito is not installed."""
     try:
         from devito import Eq, Grid, Operator, TimeFunction
     except ImportError:
@@ -63,10 +89,12 @@ def devito_timer(stencil, u, steps):
     f.data[0], f.data[1] = u, u
     op.apply(time_M=0)                       # compiled and paged in outside the timing
 
-    def timed():
+    def timed(copy):
+        before = copy()
         start = time.perf_counter()
         op.apply(time_M=steps - 1)
-        return np.prod(np.subtract(u.shape, 2)) * steps / (time.perf_counter() - start), 0.0
+        achieved = np.prod(np.subtract(u.shape, 2)) * steps / (time.perf_counter() - start)
+        return achieved, 0.0, [achieved / max(before, copy())]
     return timed
 
 
@@ -116,20 +144,28 @@ def main():
             f"{s}: {1e-6 * slab_updates / t:.0f}" for s, t in table[:3]), "...")
         blockings[f"{kind} ({best})"] = best
     # Memory bandwidth here drifts by 20-30% over minutes: every kernel runs in each round,
-    # best of the rounds; STREAM before and after them.
+    # best of the rounds, STREAM before and after them; and each pass is set against a
+    # copy of the grid's size right before and after it ("paired", median over passes).
     steps = max([args.steps] + [b.steps_per_pass for b in blockings.values()])
-    schedulers = {f"non-blocked sweep ({args.threads} threads)": Sweep(args.threads), **blockings}
-    timers = {name: (lambda s=scheduler: rate(stencil, s, steps, u)) for name, scheduler in schedulers.items()}
+    sweeps = {f"non-blocked sweep ({args.threads} threads)": Sweep(args.threads),
+              f"non-blocked sweep, streaming stores ({args.threads} threads)":
+                  Sweep(args.threads, streaming_stores=True)}
+    schedulers = {**sweeps, **blockings}
+    traffic = {name: bytes_per_update(stencil, scheduler) for name, scheduler in schedulers.items()}
+    copy = copy_rate(args.threads, shape)
+    timers = {name: (lambda s=scheduler: rate(stencil, s, steps, u, copy)) for name, scheduler in schedulers.items()}
     devito = None if args.variable or args.ndim == 2 else devito_timer(stencil, u, steps)
     if devito is not None:
-        timers["Devito, opt=advanced, OpenMP (float64)"] = devito
+        timers[DEVITO] = lambda: devito(copy)
+        traffic[DEVITO] = stencil.bytes_per_update
     rates = {name: 0.0 for name in timers}
-    best_pass = dict(rates)
+    best_pass, paired = dict(rates), {name: [] for name in timers}
     bw = stream(args.threads)
     for _ in range(args.rounds):
         for name, timed in timers.items():
-            average, best = timed()
+            average, best, ratios = timed()
             rates[name], best_pass[name] = max(rates[name], average), max(best_pass[name], best)
+            paired[name] += ratios
     bw = {key: max(value, after) for (key, value), after in zip(bw.items(), stream(args.threads).values())}
     bound = memory_bound(bw["copy"], stencil.bytes_per_update)
     print(f"STREAM copy {bw['copy'] / 1e9:.1f} GB/s, triad {bw['triad'] / 1e9:.1f} GB/s "
@@ -138,27 +174,34 @@ def main():
     start = time.perf_counter()
     reference_step(u, stencil)
     rows = [("numpy reference", np.prod(np.subtract(shape, 2)) / (time.perf_counter() - start),
-             stencil.bytes_per_update)]
-    rows += [(name, rates[name], stencil.bytes_per_update / scheduler.steps_per_pass)
-             for name, scheduler in schedulers.items()]
-    if devito is not None:
-        rows.append(("Devito, opt=advanced, OpenMP (float64)", rates["Devito, opt=advanced, OpenMP (float64)"],
-                     stencil.bytes_per_update))
+             stencil.bytes_per_update, None)]
+    # a copy moves 24 B per element (write-allocate): a kernel's share of its bound
+    # is its rate over the copy's element rate times its bytes per update / 24
+    paired_share = {name: np.median(paired[name]) * traffic[name] / 24 for name in timers}
+    rows += [(name, rates[name], traffic[name], paired_share[name]) for name in timers]
     if not args.variable and args.ndim == 3:
         rows.append((f"in-core ceiling ({args.threads} threads, each in its L2)",
-                     in_core_rate(args.n, stencil, args.threads), None))
-    sweep = rows[1][1]
-    print(f"{'kernel':90s} {'MLUP/s':>8s} {'B/update':>9s} {'of bound':>9s}")
-    for name, r, nbytes in rows:
-        share = "" if nbytes is None else f"{r / memory_bound(bw['copy'], nbytes):9.2f}"
-        print(f"{name:90s} {r / 1e6:8.0f} {'' if nbytes is None else f'{nbytes:9.1f}'} {share}")
-    sweep_name = next(iter(schedulers))
+                     in_core_rate(args.n, stencil, args.threads), None, None))
+    print(f"{'kernel':90s} {'MLUP/s':>8s} {'B/update':>9s} {'of bound':>9s} {'paired':>7s}")
+    for name, r, nbytes, share in rows:
+        columns = [f"{r / 1e6:8.0f}"]
+        if nbytes is not None:
+            columns += [f"{nbytes:9.1f}", f"{r / memory_bound(bw['copy'], nbytes):9.2f}"]
+        if share is not None:
+            columns.append(f"{share:7.2f}")
+        print(f"{name:90s} " + " ".join(columns))
+    sweep, streaming = sweeps
     print(f"non-blocked sweep's fastest single step (STREAM's convention: best of {args.rounds * steps} "
-          f"trials): {best_pass[sweep_name] / 1e6:.0f} MLUP/s, {best_pass[sweep_name] / bound:.2f} of the bound")
-    print(f"non-blocked sweep: {sweep / bound:.2f} of the memory bound; temporal blocking / sweep: "
-          + ", ".join(f"{name.split(' (')[0]} {rates[name] / sweep:.2f}x" for name in blockings))
+          f"trials): {best_pass[sweep] / 1e6:.0f} MLUP/s, {best_pass[sweep] / bound:.2f} of the bound")
+    print(f"non-blocked sweep: {rates[sweep] / bound:.2f} of the memory bound (paired: "
+          f"{paired_share[sweep]:.2f}); with streaming stores {rates[streaming] / rates[sweep]:.2f}x the sweep, "
+          f"{rates[streaming] / memory_bound(bw['copy'], traffic[streaming]):.2f} of its bound "
+          f"(paired: {paired_share[streaming]:.2f})")
+    for base in sweeps:
+        print(f"temporal blocking / {base.split(' (')[0]}: "
+              + ", ".join(f"{name.split(' (')[0]} {rates[name] / rates[base]:.2f}x" for name in blockings))
     if devito is not None:
-        print("/ Devito: " + ", ".join(f"{name.split(' (')[0]} {rates[name] / rates['Devito, opt=advanced, OpenMP (float64)']:.2f}x"
+        print("/ Devito: " + ", ".join(f"{name.split(' (')[0]} {rates[name] / rates[DEVITO]:.2f}x"
                                        for name in schedulers))
 
 

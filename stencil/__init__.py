@@ -16,7 +16,7 @@ from .checkpoint import Checkpoint
 from .distributed import gather_layers, layer_partition, scatter_layers
 from .kernels import kernel_source
 from .reference import reference_run, reference_step
-from .roofline import memory_bound, stream
+from .roofline import bytes_per_update, memory_bound, stream
 from .run import advance
 from .schedulers import PipelinedBlocking, Sweep, WavefrontTiles
 from .spec import Stencil
@@ -25,4 +25,4 @@ from .tuning import autotune, candidates
 __version__ = "0.1.0"
 __all__ = ["Stencil", "advance", "Sweep", "PipelinedBlocking", "WavefrontTiles", "Checkpoint", "autotune",
            "candidates", "reference_run", "reference_step", "kernel_source", "stream",
-           "memory_bound", "layer_partition", "scatter_layers", "gather_layers"]
+           "memory_bound", "bytes_per_update", "layer_partition", "scatter_layers", "gather_layers"]

@@ -31,7 +31,7 @@ def initial_layers(shape, start, end, seed):
 
 def make_scheduler(args, local_shape, stencil):
     if args.scheduler == "sweep":
-        return Sweep(args.threads, steps_per_pass=args.steps_per_pass)
+        return Sweep(args.threads, steps_per_pass=args.steps_per_pass, streaming_stores=args.streaming_stores)
     if args.scheduler == "blocked":
         return PipelinedBlocking(args.threads, args.block, args.steps_per_pass)
     if args.scheduler == "tiles":
@@ -88,6 +88,8 @@ def main(argv=None):
     r.add_argument("--threads", type=int, default=2, help="threads (team size) per rank")
     r.add_argument("--block", type=int, default=4, help="layers per block (blocked)")
     r.add_argument("--tile", type=int, help="rows (3D) or points (2D) per tile (tiles; default 16 or 1024)")
+    r.add_argument("--streaming-stores", action="store_true",
+                   help="sweep: write the grid by non-temporal stores (large grids, AVX-512)")
     r.add_argument("--steps-per-pass", type=int, default=4, help="steps per pass = halo depth")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--checkpoint", metavar="DIR")

@@ -17,10 +17,15 @@ The source is generated per (ndim, boundary, coefficient form), can be printed w
 fast-math, so the additions happen in the reference's order (no FMA contraction) and the
 results are bit for bit those of :mod:`stencil.reference`.
 """
+import hashlib
+import inspect
+
 import numba
 import numpy as np
 
 from pipekrylov.kernels.compile import compile_source
+
+from . import streaming as streaming_module
 
 __all__ = ["layer_kernel", "kernel_source", "wavefront_kernel", "wavefront_source", "dummy_coefficient"]
 
@@ -33,27 +38,31 @@ def _update(ndim, variable, centre, neighbours, a):
     return f"c0*{centre} + c1*{total}"
 
 
-def _row_code(ndim, periodic, variable, indent):
-    """The loop over one row (last axis): vectorizable interior, then wrapped end points."""
+def _row_code(ndim, periodic, variable, indent, streaming=False):
+    """The loop over one row (last axis): vectorizable interior (or the streaming-store
+    row of :mod:`stencil.streaming`), then wrapped end points."""
     rows = ["c", "s", "n", "b", "t"] if ndim == 3 else ["c", "b", "t"]
     def point(i, left, right):
         neighbours = [f"c[{left}]", f"c[{right}]"] + [f"{r}[{i}]" for r in rows[1:]]
         return f"w[{i}] = " + _update(ndim, variable, f"c[{i}]", neighbours, f"arow[{i}]")
     pad = " " * indent
-    code = [f"{pad}for i in range(1, nx - 1):", f"{pad}    " + point("i", "i - 1", "i + 1")]
+    if streaming:
+        code = [f"{pad}row(w, c, arow, ({', '.join(rows[1:])}), c0, c1)"]
+    else:
+        code = [f"{pad}for i in range(1, nx - 1):", f"{pad}    " + point("i", "i - 1", "i + 1")]
     if periodic:
         code += [f"{pad}{point('0', 'nx - 1', '1')}", f"{pad}{point('nx - 1', 'nx - 2', '0')}"]
     return code
 
 
-def _layer_code(ndim, periodic, variable, indent, rows=None):
+def _layer_code(ndim, periodic, variable, indent, rows=None, streaming=False):
     """Update layer ``k`` from ``src`` into ``dst``: a whole 2D row, or the rows
     ``range(*rows)`` of a 3D plane."""
     pad = " " * indent
     if ndim == 2:
         return ([f"{pad}c = src[k]", f"{pad}w = dst[k]", f"{pad}b = src[k - 1]", f"{pad}t = src[k + 1]",
                  f"{pad}arow = a[k]" if variable else f"{pad}arow = c"]
-                + _row_code(2, periodic, variable, indent))
+                + _row_code(2, periodic, variable, indent, streaming))
     code = [f"{pad}for j in range({', '.join(rows)}):",
             f"{pad}    js = j - 1", f"{pad}    jn = j + 1"]
     if periodic:
@@ -63,23 +72,33 @@ def _layer_code(ndim, periodic, variable, indent, rows=None):
     code += [f"{pad}c = src[k, j]", f"{pad}w = dst[k, j]", f"{pad}s = src[k, js]",
              f"{pad}n = src[k, jn]", f"{pad}b = src[k - 1, j]", f"{pad}t = src[k + 1, j]"]
     code += [f"{pad}arow = a[k, j]" if variable else f"{pad}arow = c"]
-    return code + _row_code(3, periodic, variable, indent + 4)
+    return code + _row_code(3, periodic, variable, indent + 4, streaming)
 
 
-def kernel_source(ndim, periodic, variable):
-    """Python source of the layer kernel for this stencil form (see the module docstring)."""
-    lines = ["def layers(src, dst, a, c0, c1, k0, k1, rows_per_block):",
-             "    nx = src.shape[-1]"]
+def kernel_source(ndim, periodic, variable, streaming=False):
+    """Python source of the layer kernel for this stencil form (see the module docstring);
+    ``streaming``: rows written by non-temporal stores (:mod:`stencil.streaming`)."""
+    lines = []
+    if streaming:
+        # The digest of stencil/streaming.py names the source file, so that a change
+        # there compiles anew instead of loading a stale kernel from Numba's cache.
+        digest = hashlib.sha256(inspect.getsource(streaming_module).encode()).hexdigest()[:12]
+        lines += [f"from stencil.streaming import store_fence, streaming_row  # {digest}",
+                  f"row = streaming_row({ndim}, {variable})", ""]
+    lines += ["def layers(src, dst, a, c0, c1, k0, k1, rows_per_block):",
+              "    nx = src.shape[-1]"]
     if ndim == 2:
         lines += ["    for k in range(k0, k1):"]
-        lines += _layer_code(2, periodic, variable, 8)
+        lines += _layer_code(2, periodic, variable, 8, streaming=streaming)
     else:
         jlo, jhi = ("0", "ny") if periodic else ("1", "ny - 1")
         lines += ["    ny = src.shape[1]",
                   f"    for j0 in range({jlo}, {jhi}, rows_per_block):",
                   f"        j1 = min(j0 + rows_per_block, {jhi})",
                   "        for k in range(k0, k1):"]
-        lines += _layer_code(3, periodic, variable, 12, ("j0", "j1"))
+        lines += _layer_code(3, periodic, variable, 12, ("j0", "j1"), streaming)
+    if streaming:
+        lines += ["    store_fence()      # streaming stores are weakly ordered"]
     return "\n".join(lines) + "\n"
 
 
@@ -119,12 +138,12 @@ def _tile_row_code(variable, indent):
             f"{pad}    w[q] = " + _update(2, variable, "c[q + 1]", ["c[q]", "c[q + 2]", "b[q]", "t[q]"], "arow[q]")]
 
 
-def layer_kernel(ndim, periodic, variable):
+def layer_kernel(ndim, periodic, variable, streaming=False):
     """The compiled layer kernel (compiled once per process and machine); releases the GIL."""
     array = numba.types.Array(numba.float64, ndim, "C")
     signature = numba.void(array, array, array, numba.float64, numba.float64,
                            numba.int64, numba.int64, numba.int64)
-    return compile_source(kernel_source(ndim, periodic, variable), "layers", [signature],
+    return compile_source(kernel_source(ndim, periodic, variable, streaming), "layers", [signature],
                           fastmath=False)
 
 

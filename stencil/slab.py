@@ -53,6 +53,12 @@ class Slab:
         self.kernel = layer_kernel(stencil.ndim, stencil.periodic, stencil.variable)
 
     @functools.cached_property
+    def streaming_kernel(self):
+        """The layer kernel with streaming stores, loaded when a scheduler first asks for it."""
+        s = self.stencil
+        return layer_kernel(s.ndim, s.periodic, s.variable, streaming=True)
+
+    @functools.cached_property
     def tile_kernel(self):
         """The wavefront kernel, loaded when a scheduler first asks for it."""
         s = self.stencil
@@ -77,11 +83,13 @@ class Slab:
         hi = self.nlayers - (self.depth - steps + step + 1 if self.above else 1)
         return lo, hi
 
-    def update(self, step, k0, k1, rows_per_block):
-        """Step ``step`` of the pass on layers ``[k0, k1)`` (clip to the update range first)."""
+    def update(self, step, k0, k1, rows_per_block, streaming=False):
+        """Step ``step`` of the pass on layers ``[k0, k1)`` (clip to the update range first);
+        ``streaming``: write them by non-temporal stores."""
         src, dst = self.buffers[step % 2], self.buffers[(step + 1) % 2]
         s = self.stencil
-        self.kernel(src, dst, self.coefficient, s.c0, s.c1, k0, k1, rows_per_block)
+        kernel = self.streaming_kernel if streaming else self.kernel
+        kernel(src, dst, self.coefficient, s.c0, s.c1, k0, k1, rows_per_block)
 
     def update_tile(self, lo, hi, first, last, front0, front1):
         """Fronts ``[front0, front1)`` of a pass over one tile: layer ranges ``[lo[s], hi[s])``,

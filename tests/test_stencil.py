@@ -11,6 +11,7 @@ from stencil import (Checkpoint, PipelinedBlocking, Stencil, Sweep, WavefrontTil
 # grid sizes that are no multiple of any block size below
 SHAPES = {2: (29, 23), 3: (19, 13, 11)}
 SCHEDULERS = [Sweep(1), Sweep(2, rows_per_block=4), Sweep(2, steps_per_pass=3),
+              Sweep(1, streaming_stores=True), Sweep(2, rows_per_block=3, streaming_stores=True),
               PipelinedBlocking(1, 1, 1), PipelinedBlocking(1, 3, 4), PipelinedBlocking(2, 1, 2),
               PipelinedBlocking(2, 4, 4, rows_per_block=3), PipelinedBlocking(2, 3, 7),
               PipelinedBlocking(3, 2, 5),
@@ -95,6 +96,90 @@ def test_generated_kernel_source_is_readable():
     assert "c0*c[i] + c1*(((((c[i - 1] + c[i + 1]) + s[i]) + n[i]) + b[i]) + t[i])" in source
     assert "w[0]" not in source            # Dirichlet: the end points stay fixed
     assert "w[nx - 1]" in kernel_source(2, periodic=True, variable=True)
+    streaming = kernel_source(3, periodic=False, variable=False, streaming=True)
+    assert "row(w, c, arow, (s, n, b, t), c0, c1)" in streaming and "store_fence()" in streaming
+    assert "for i in range" not in streaming
+
+
+@pytest.fixture(scope="module")
+def streaming_rows():
+    """The streaming row of each stencil form, called from compiled code as the kernels do."""
+    import numba
+
+    from stencil.streaming import store_fence, streaming_row
+    calls = {}
+    for ndim in (2, 3):
+        for variable in (False, True):
+            row = streaming_row(ndim, variable)
+            if ndim == 3:
+                def call(w, c, a, rows, c0, c1, row=row):
+                    row(w, c, a, (rows[0], rows[1], rows[2], rows[3]), c0, c1)
+                    store_fence()
+            else:
+                def call(w, c, a, rows, c0, c1, row=row):
+                    row(w, c, a, (rows[0], rows[1]), c0, c1)
+                    store_fence()
+            calls[ndim, variable] = numba.njit(call)
+    return calls
+
+
+def test_streaming_row_equals_the_stencil_at_every_length_and_alignment(streaming_rows):
+    """Rows of 0 to 100 points starting at every offset within a cache line (the scalar
+    peel, both vector loops and the tail), and rows not even 8-byte aligned."""
+    rng = np.random.default_rng(3)
+    c0, c1 = 0.4, 0.1
+    for length in list(range(41)) + [47, 48, 49, 55, 56, 57, 63, 64, 65, 80, 100]:
+        for offset in list(range(9)) + ["bytes"]:
+            if offset == "bytes":       # float64 rows at an odd byte address
+                raw = np.frombuffer(bytearray(8 * 8 * length + 8), dtype=np.uint8)[3:3 + 8 * 8 * length]
+                buf = raw.view(np.float64).reshape(8, length)
+                buf[...] = rng.random((8, length))
+                views = [buf[k] for k in range(8)]
+            else:
+                buf = rng.random((8, length + 16))
+                views = [buf[k, offset:offset + length] for k in range(8)]
+            w, c, a, rows = views[0], views[1], views[2], views[3:]
+            for (ndim, variable), call in streaming_rows.items():
+                nbrs = rows[:2 * ndim - 2]
+                expected = w.copy()
+                if length >= 3:
+                    inner = slice(1, length - 1)
+                    total = c[:-2] + c[2:]
+                    for r in nbrs:
+                        total = total + r[inner]
+                    expected[inner] = (c[inner] + a[inner] * (total - 2 * ndim * c[inner]) if variable
+                                       else c0 * c[inner] + c1 * total)
+                got = w.copy()
+                target = views[0]
+                target[...] = got
+                call(target, c, a, tuple(nbrs) + tuple(nbrs[:4 - len(nbrs)]), c0, c1)
+                assert np.array_equal(target, expected), (length, offset, ndim, variable)
+                target[...] = got
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_streaming_sweep_with_long_rows_equals_the_reference(case):
+    ndim, boundary, variable = case
+    shape = {2: (9, 141), 3: (6, 7, 75)}[ndim]
+    u = np.random.default_rng(4).random(shape)
+    stencil = make_stencil(ndim, boundary, variable, shape)
+    for scheduler in (Sweep(1, streaming_stores=True), Sweep(2, rows_per_block=2, streaming_stores=True)):
+        assert np.array_equal(advance(u, stencil, 5, scheduler=scheduler), reference_run(u, stencil, 5))
+
+
+def test_command_line_streaming_sweep_equals_the_reference(tmp_path, capsys):
+    from stencil.cli import initial_layers, main
+    steps = 6
+    outputs = []
+    for flags in ([], ["--streaming-stores"]):
+        outputs.append(tmp_path / f"u{len(flags)}.npy")
+        argv = ["run", "--ndim", "3", "--n", "70", "--steps", str(steps), "--scheduler", "sweep",
+                "--steps-per-pass", "1", "--output", str(outputs[-1])]
+        assert main(argv + flags) == 0
+    assert "streaming_stores=True" in capsys.readouterr().out
+    u = initial_layers((70,) * 3, 0, 70, 0)
+    expected = reference_run(u, Stencil.heat(3, 0.1), steps)
+    assert all(np.array_equal(np.load(path), expected) for path in outputs)
 
 
 @pytest.mark.parametrize("make, message", [
@@ -106,6 +191,7 @@ def test_generated_kernel_source_is_readable():
     (lambda: Stencil(2, coefficient=np.full((4, 4), np.inf)), "non-finite"),
     (lambda: PipelinedBlocking(block=0), "positive"),
     (lambda: Sweep(threads=1.5), "positive"),
+    (lambda: Sweep(streaming_stores="yes"), "True or False"),
 ])
 def test_bad_parameters_raise_clear_errors(make, message):
     with pytest.raises(ValueError, match=message):
@@ -217,7 +303,8 @@ def test_parareal_heat_fine_propagator_runs_on_the_stencil_kernels():
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("case", CASES, ids=case_id)
-@pytest.mark.parametrize("scheduler", [Sweep(2), PipelinedBlocking(2, 2, 3), PipelinedBlocking(1, 3, 1),
+@pytest.mark.parametrize("scheduler", [Sweep(2), Sweep(2, steps_per_pass=3, streaming_stores=True),
+                                       PipelinedBlocking(2, 2, 3), PipelinedBlocking(1, 3, 1),
                                        WavefrontTiles(2, 2, 3, fronts_per_sync=2)], ids=repr)
 def test_hybrid_mpi_equals_the_reference(comm, case, scheduler):
     ndim, boundary, variable = case
