@@ -24,7 +24,7 @@ import numpy as np
 from stencil import (PipelinedBlocking, Stencil, Sweep, WavefrontTiles, advance, autotune, bytes_per_update,
                      candidates, memory_bound, reference_run, reference_step, stream)
 from stencil.kernels import dummy_coefficient, layer_kernel
-from stencil.roofline import _copy as copy_kernel
+from stencil.roofline import copy_timer
 
 
 def rate(stencil, scheduler, steps, u, copy):
@@ -42,20 +42,6 @@ def rate(stencil, scheduler, steps, u, copy):
     passes = [(per_step * (b[0] - a[0]), b[1] - a[3], max(a[2], b[2])) for a, b in zip(marks, marks[1:])]
     average = sum(n for n, _, _ in passes) / sum(t for _, t, _ in passes)
     return average, max(n / t for n, t, _ in passes), [n / t / c for n, t, c in passes]
-
-
-def copy_rate(threads, shape):
-    """A function returning the STREAM copy's element rate on arrays of ``shape``."""
-    a, b = np.ones(np.prod(shape)), np.zeros(np.prod(shape))
-    parts = [slice(a.size * t // threads, a.size * (t + 1) // threads) for t in range(threads)]
-    pool = ThreadPoolExecutor(threads)
-
-    def measure():
-        start = time.perf_counter()
-        list(pool.map(lambda part: copy_kernel(a[part], b[part]), parts))
-        return a.size / (time.perf_counter() - start)
-    measure()
-    return measure
 
 
 DEVITO = "Devito, opt=advanced, OpenMP (float64)"
@@ -152,7 +138,7 @@ def main():
                   Sweep(args.threads, streaming_stores=True)}
     schedulers = {**sweeps, **blockings}
     traffic = {name: bytes_per_update(stencil, scheduler) for name, scheduler in schedulers.items()}
-    copy = copy_rate(args.threads, shape)
+    copy = copy_timer(args.threads, u.size)
     timers = {name: (lambda s=scheduler: rate(stencil, s, steps, u, copy)) for name, scheduler in schedulers.items()}
     devito = None if args.variable or args.ndim == 2 else devito_timer(stencil, u, steps)
     if devito is not None:

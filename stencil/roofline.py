@@ -21,7 +21,7 @@ import numpy as np
 
 from .schedulers import Sweep
 
-__all__ = ["stream", "memory_bound", "bytes_per_update"]
+__all__ = ["stream", "copy_timer", "memory_bound", "bytes_per_update"]
 
 
 # Loops from 0 over whole (sliced) arrays: with a start Numba cannot prove non-negative,
@@ -38,23 +38,38 @@ def _triad(a, b, c, s):
         a[i] = b[i] + s * c[i]
 
 
+def _timer(kernel, arrays, threads):
+    """A function that runs ``kernel`` on ``threads`` equal parts of ``arrays`` at once
+    and returns the seconds it took (run once here: compiled, pages faulted in)."""
+    size = arrays[0].size
+    parts = [slice(size * t // threads, size * (t + 1) // threads) for t in range(threads)]
+    pool = ThreadPoolExecutor(threads)
+
+    def seconds():
+        start = time.perf_counter()
+        list(pool.map(lambda part: kernel(*(x[part] for x in arrays)), parts))
+        return time.perf_counter() - start
+    seconds()
+    return seconds
+
+
 def stream(threads=2, nbytes=2 ** 30, repeat=5):
     """STREAM copy and triad bandwidth in bytes/s as STREAM counts them (16 and 24 B per
     element), best of ``repeat``, with ``threads`` threads on arrays of ``nbytes`` each."""
     n = nbytes // 8
     a, b, c = np.ones(n), np.full(n, 2.0), np.full(n, 0.5)
-    parts = [slice(n * t // threads, n * (t + 1) // threads) for t in range(threads)]
-    with ThreadPoolExecutor(threads) as pool:
-        def timed(kernel, *arrays):
-            best = np.inf
-            for _ in range(repeat + 1):       # the first run compiles and faults the pages in
-                start = time.perf_counter()
-                list(pool.map(lambda part: kernel(*(x[part] for x in arrays)), parts))
-                best = min(best, time.perf_counter() - start)
-            return best
-        copy = 16 * n / timed(_copy, a, b)
-        triad = 24 * n / timed(lambda x, y, z: _triad(x, y, z, 3.0), a, b, c)
-    return {"copy": copy, "triad": triad}
+    copy = _timer(_copy, (a, b), threads)
+    triad = _timer(lambda x, y, z: _triad(x, y, z, 3.0), (a, b, c), threads)
+    return {"copy": 16 * n / min(copy() for _ in range(repeat)),
+            "triad": 24 * n / min(triad() for _ in range(repeat))}
+
+
+def copy_timer(threads, size):
+    """A function that runs the STREAM copy on two arrays of ``size`` elements with
+    ``threads`` threads and returns its rate in elements per second: for pairing a
+    kernel's rate with the memory's at that moment (the bound for 24 B per update)."""
+    seconds = _timer(_copy, (np.ones(size), np.zeros(size)), threads)
+    return lambda: size / seconds()
 
 
 def memory_bound(copy_bandwidth, bytes_per_update):

@@ -182,6 +182,24 @@ def test_command_line_streaming_sweep_equals_the_reference(tmp_path, capsys):
     assert all(np.array_equal(np.load(path), expected) for path in outputs)
 
 
+def test_roofline_traffic_bound_and_timers():
+    from stencil.roofline import _timer, bytes_per_update, copy_timer, memory_bound, stream
+    heat, variable = Stencil.heat(3, 0.1), make_stencil(3, "dirichlet", True, (4, 4, 4))
+    assert bytes_per_update(heat, Sweep()) == 24 and bytes_per_update(variable, Sweep()) == 32
+    assert bytes_per_update(heat, Sweep(streaming_stores=True)) == 16
+    assert bytes_per_update(variable, Sweep(streaming_stores=True)) == 24
+    assert bytes_per_update(heat, WavefrontTiles(steps_per_pass=16)) == 1.5
+    assert bytes_per_update(heat, PipelinedBlocking(steps_per_pass=4)) == 6
+    # STREAM reports 16 B per copied element; the sweep's bound is the copy's element rate
+    assert memory_bound(16e9, 24) == pytest.approx(1e9) and memory_bound(16e9, 16) == pytest.approx(1.5e9)
+    counts = np.zeros(1001)
+    run = _timer(lambda x: x.__iadd__(1.0), (counts,), 3)       # runs once when made
+    assert run() > 0 and np.all(counts == 2.0)                  # three parts cover it once each
+    bandwidth = stream(threads=2, nbytes=2 ** 22, repeat=2)
+    assert set(bandwidth) == {"copy", "triad"} and all(np.isfinite(v) and v > 0 for v in bandwidth.values())
+    assert copy_timer(2, 10_000)() > 0
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda: Stencil(4), "ndim"),
     (lambda: Stencil(2, "neumann"), "boundary"),
