@@ -12,10 +12,12 @@ the other axes the kernel applies the boundary condition itself.  In 3D the
 rows of each layer are taken in blocks of ``rows_per_block`` rows, all layers of the
 range per block, so the three planes a row needs stay in the core's L2 cache.
 
-The source is generated per (ndim, boundary, coefficient form), can be printed with
-:func:`kernel_source`, and is compiled once per machine into Numba's cache without
-fast-math, so the additions happen in the reference's order (no FMA contraction) and the
-results are bit for bit those of :mod:`stencil.reference`.
+The source is generated per (ndim, boundary, coefficient form), and for the layer
+kernel also with rows written by streaming stores (:mod:`stencil.streaming`, for
+``Sweep(streaming_stores=True)``); it can be printed with :func:`kernel_source`, and is
+compiled once per machine into Numba's cache without fast-math, so the additions happen
+in the reference's order (no FMA contraction) and the results are bit for bit those of
+:mod:`stencil.reference`.
 """
 import hashlib
 import inspect
