@@ -38,12 +38,11 @@ def _triad(a, b, c, s):
         a[i] = b[i] + s * c[i]
 
 
-def _timer(kernel, arrays, threads):
-    """A function that runs ``kernel`` on ``threads`` equal parts of ``arrays`` at once
-    and returns the seconds it took (run once here: compiled, pages faulted in)."""
+def _timer(kernel, arrays, pool, threads):
+    """A function that runs ``kernel`` on ``threads`` equal parts of ``arrays`` at once in
+    ``pool`` and returns the seconds it took (run once here: compiled, pages faulted in)."""
     size = arrays[0].size
     parts = [slice(size * t // threads, size * (t + 1) // threads) for t in range(threads)]
-    pool = ThreadPoolExecutor(threads)
 
     def seconds():
         start = time.perf_counter()
@@ -58,17 +57,19 @@ def stream(threads=2, nbytes=2 ** 30, repeat=5):
     element), best of ``repeat``, with ``threads`` threads on arrays of ``nbytes`` each."""
     n = nbytes // 8
     a, b, c = np.ones(n), np.full(n, 2.0), np.full(n, 0.5)
-    copy = _timer(_copy, (a, b), threads)
-    triad = _timer(lambda x, y, z: _triad(x, y, z, 3.0), (a, b, c), threads)
-    return {"copy": 16 * n / min(copy() for _ in range(repeat)),
-            "triad": 24 * n / min(triad() for _ in range(repeat))}
+    with ThreadPoolExecutor(threads) as pool:
+        copy = _timer(_copy, (a, b), pool, threads)
+        triad = _timer(lambda x, y, z: _triad(x, y, z, 3.0), (a, b, c), pool, threads)
+        return {"copy": 16 * n / min(copy() for _ in range(repeat)),
+                "triad": 24 * n / min(triad() for _ in range(repeat))}
 
 
 def copy_timer(threads, size):
     """A function that runs the STREAM copy on two arrays of ``size`` elements with
     ``threads`` threads and returns its rate in elements per second: for pairing a
-    kernel's rate with the memory's at that moment (the bound for 24 B per update)."""
-    seconds = _timer(_copy, (np.ones(size), np.zeros(size)), threads)
+    kernel's rate with the memory's at that moment (the bound for 24 B per update).
+    Its threads live as long as the function."""
+    seconds = _timer(_copy, (np.ones(size), np.zeros(size)), ThreadPoolExecutor(threads), threads)
     return lambda: size / seconds()
 
 

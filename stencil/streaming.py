@@ -81,10 +81,13 @@ class _RowLoop:
     def __init__(self, builder, arrays, neighbours, c0, c1, ndim, variable):
         self.b = builder
         self.w, self.c, self.a = arrays
-        self.neighbours, self.c0, self.c1 = neighbours, c0, c1
-        self.ndim, self.variable = ndim, variable
+        self.neighbours, self.variable = neighbours, variable
         self.i64, self.i32 = ir.IntType(64), ir.IntType(32)
         self.vec = ir.VectorType(ir.DoubleType(), LANES)
+        # the stencil's constants, as scalars and broadcast once (in the entry block)
+        twice_ndim = ir.Constant(ir.DoubleType(), float(2 * ndim))
+        self.constants = {False: (c0, c1, twice_ndim),
+                          True: tuple(self.splat(x) for x in (c0, c1, twice_ndim))}
 
     def const(self, value):
         return ir.Constant(self.i64, value)
@@ -107,11 +110,9 @@ class _RowLoop:
         total = b.fadd(left, right)
         for row in self.neighbours:
             total = b.fadd(total, self.load(row, i, vector))
+        c0, c1, twice_ndim = self.constants[vector]
         if self.variable:
-            six = ir.Constant(ir.DoubleType(), float(2 * self.ndim))
-            six = self.splat(six) if vector else six
-            return b.fadd(centre, b.fmul(self.load(self.a, i, vector), b.fsub(total, b.fmul(six, centre))))
-        c0, c1 = (self.splat(self.c0), self.splat(self.c1)) if vector else (self.c0, self.c1)
+            return b.fadd(centre, b.fmul(self.load(self.a, i, vector), b.fsub(total, b.fmul(twice_ndim, centre))))
         return b.fadd(b.fmul(c0, centre), b.fmul(c1, total))
 
     def scalar_loop(self, start, stop):

@@ -263,8 +263,9 @@ def _iterate(run, A, x, l, sigma, pool, pipe, report_initial, drift_tol):
 
 def _start(run, x, l, sigma, G, apply, report_initial):
     """The pipeline's start: ``2l`` steps of classical Lanczos (blocking reductions,
-    orthogonalized twice), and from their ``V`` and ``T`` the columns ``0 .. 2l`` of ``G`` (``P_j(T) e_0`` for ``j <= l``, ``P_l(T) e_(j-l)`` after), the
-    auxiliary vectors ``z_j = V G[:, j]`` and the first intermediate bases, all exact.
+    orthogonalized twice), and from their ``V`` and ``T`` the columns ``0 .. 2l`` of ``G``
+    (``P_j(T) e_0`` for ``j <= l``, ``P_l(T) e_(j-l)`` after), the auxiliary vectors
+    ``z_j = V G[:, j]`` and the first intermediate bases, all exact.
 
     Made by the shifted recurrences themselves, as in the papers and in PETSc, the first
     ``z_j`` of a smooth residual are nearly parallel (every shift far above its
@@ -280,7 +281,7 @@ def _start(run, x, l, sigma, G, apply, report_initial):
         return None
     if basis.invariant:                # the Krylov space ends within these steps: CG's last step
         k = basis.steps
-        x += np.linalg.solve(basis.tridiagonal()[:k, :k], beta * np.eye(k)[0]) @ np.array(basis.V)
+        x += np.linalg.solve(basis.tridiagonal()[:k, :k], beta * np.eye(k)[0]) @ basis.V
         run.iterations += k
         run.iterated(x)
         if run.true_residual_passes(x, natural=True):
@@ -308,7 +309,7 @@ class _ExactStart:
     def __init__(self, basis, l, sigma):
         S = basis.steps
         self.l, self.columns = l, S
-        self.V, self.U = np.array(basis.V), np.array(basis.U)
+        self.V, self.U = basis.V, basis.U
         T = basis.tridiagonal()                   # its unknown T[S, S] is never read here
         self.P = [np.eye(S + 1)]                  # P_m(T) for m = 0 .. l
         for m in range(l):

@@ -88,7 +88,7 @@ def estimate_spectrum(run, steps, symmetric, tolerance=0.01):
 
 
 class KrylovBasis:
-    """What :func:`krylov_basis` built: ``V`` (orthonormal), ``U = M^-1 V`` (``V`` itself
+    """What :func:`krylov_basis` built: ``V`` (orthonormal rows), ``U = M^-1 V`` (``V`` itself
     for Arnoldi on ``A M``), the Hessenberg ``H`` (``A V_k = V_(k+1) H`` for the operator),
     ``beta`` the residual's norm and ``steps`` the steps taken (fewer than asked at an
     invariant subspace or when ``stop`` said so)."""
@@ -126,16 +126,19 @@ def krylov_basis(run, r, steps, symmetric, stop=None, apply=None):
     beta = float(np.sqrt(max(reduce([r @ v], "Krylov ||r||")[0], 0.0)))
     H = np.zeros((steps + 1, steps))
     if beta == 0.0:
-        return KrylovBasis([], [], H, 0.0, 0, True)
-    V = [v / beta]
-    U = [r / beta] if symmetric else V
+        return KrylovBasis(np.empty((0, len(r))), np.empty((0, len(r))), H, 0.0, 0, True)
+    V = np.empty((steps + 1, len(r)))       # rows: the basis (no copy per projection)
+    U = np.empty_like(V) if symmetric else V
+    V[0] = v / beta
+    if symmetric:
+        U[0] = r / beta
     for j in range(steps):
         uw, w = apply(V[j])
         for _ in range(2):                  # classical Gram-Schmidt twice
-            h = reduce([uw @ vi for vi in V], "Krylov V^T w")
-            w -= h @ np.array(V)
+            h = reduce([uw @ vi for vi in V[:j + 1]], "Krylov V^T w")
+            w -= h @ V[:j + 1]
             if symmetric:
-                uw -= h @ np.array(U)
+                uw -= h @ U[:j + 1]
             else:
                 uw = w
             H[:j + 1, j] += h
@@ -143,10 +146,10 @@ def krylov_basis(run, r, steps, symmetric, stop=None, apply=None):
         invariant = not H[j + 1, j] > 1e-12 * abs(H[j, j])
         stopped = stop is not None and stop(H, j)
         if invariant or stopped:
-            return KrylovBasis(V, U, H, beta, j + 1, invariant)
-        V.append(w / H[j + 1, j])
+            return KrylovBasis(V[:j + 1], U[:j + 1], H, beta, j + 1, invariant)
+        V[j + 1] = w / H[j + 1, j]
         if symmetric:
-            U.append(uw / H[j + 1, j])
+            U[j + 1] = uw / H[j + 1, j]
     return KrylovBasis(V, U, H, beta, steps, False)
 
 
