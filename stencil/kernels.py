@@ -10,13 +10,16 @@ updates) from ``src``.  Layers ``k0-1`` and ``k1`` of ``src`` must hold valid va
 along axis 0 the caller provides neighbours (ghost layers, :mod:`stencil.slab`), along
 the other axes the kernel applies the boundary condition itself.  In 3D the
 rows of each layer are taken in blocks of ``rows_per_block`` rows, all layers of the
-range per block, so the three planes a row needs stay in the core's L2 cache.
+range per block, so the planes a row needs stay in the core's L2 cache.  Layers are
+updated four at a time (they share their rows along axis 0), the rest one by one.
 
 The source is generated per (ndim, boundary, coefficient form), and for the layer
-kernel also with rows written by streaming stores (:mod:`stencil.streaming`, for
-``Sweep(streaming_stores=True)``); it can be printed with :func:`kernel_source`, and is
-compiled once per machine into Numba's cache without fast-math, so the additions happen
-in the reference's order (no FMA contraction) and the results are bit for bit those of
+kernel also with rows written by streaming stores (for ``Sweep(streaming_stores=True)``);
+it can be printed with :func:`kernel_source`.  The points of a row away from its ends
+are updated by the vector row of :mod:`stencil.vector_row` (LLVM IR with explicit
+vectors; the Python loop it stands for is the comment above its call).  All is compiled
+once per machine into Numba's cache without fast-math, so the additions happen in the
+reference's order (no FMA contraction) and the results are bit for bit those of
 :mod:`stencil.reference`.
 """
 import hashlib
@@ -27,11 +30,13 @@ import numpy as np
 
 from pipekrylov.kernels.compile import compile_source
 
-from . import streaming as streaming_module
+from . import vector_row as vector_row_module
+from .vector_row import LAYERS
 
 __all__ = ["layer_kernel", "kernel_source", "wavefront_kernel", "wavefront_source", "dummy_coefficient"]
 
 def _update(ndim, variable, centre, neighbours, a):
+    """The update of one point as Python source, neighbours added in the given order."""
     total = neighbours[0]
     for term in neighbours[1:]:
         total = f"({total} + {term})"
@@ -40,65 +45,79 @@ def _update(ndim, variable, centre, neighbours, a):
     return f"c0*{centre} + c1*{total}"
 
 
-def _row_code(ndim, periodic, variable, indent, streaming=False):
-    """The loop over one row (last axis): vectorizable interior (or the streaming-store
-    row of :mod:`stencil.streaming`), then wrapped end points."""
-    rows = ["c", "s", "n", "b", "t"] if ndim == 3 else ["c", "b", "t"]
-    def point(i, left, right):
-        neighbours = [f"c[{left}]", f"c[{right}]"] + [f"{r}[{i}]" for r in rows[1:]]
-        return f"w[{i}] = " + _update(ndim, variable, f"c[{i}]", neighbours, f"arow[{i}]")
-    pad = " " * indent
-    if streaming:
-        code = [f"{pad}row(w, c, arow, ({', '.join(rows[1:])}), c0, c1)"]
-    else:
-        code = [f"{pad}for i in range(1, nx - 1):", f"{pad}    " + point("i", "i - 1", "i + 1")]
-    if periodic:
-        code += [f"{pad}{point('0', 'nx - 1', '1')}", f"{pad}{point('nx - 1', 'nx - 2', '0')}"]
-    return code
+def _loop_comment(ndim, variable, periodic):
+    """What ``row{n}`` of :mod:`stencil.vector_row` computes, as a comment."""
+    rows = ["s", "n", "b", "t"] if ndim == 3 else ["b", "t"]
+    neighbours = ["c[i - 1]", "c[i + 1]"] + [f"{r}[i]" for r in rows]
+    sides = ", s = sides[2*r], n = sides[2*r + 1]" if ndim == 3 else ""
+    return [f"# row{{n}}(w, c, a, sides, c0, c1), for each layer r < n, with the rows c = c[r + 1],",
+            f"# b = c[r], t = c[r + 2]{sides}, a = a[r] (variable coefficients), w = w[r]:",
+            f"#     for i in range(1, nx - 1): w[i] = " + _update(ndim, variable, "c[i]", neighbours, "a[i]")] + (
+            ["#     and i = 0, nx - 1 alike with c[i - 1], c[i + 1] wrapped"] if periodic else [])
 
 
-def _layer_code(ndim, periodic, variable, indent, rows=None, streaming=False):
-    """Update layer ``k`` from ``src`` into ``dst``: a whole 2D row, or the rows
-    ``range(*rows)`` of a 3D plane."""
+def _tuple(items):
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+
+
+def _row_call(ndim, variable, layers, indent, row="j", part=""):
+    """Row ``row`` (3D; 2D: the layer itself) of layers ``k .. k + layers - 1``, by
+    ``row{layers}`` of :mod:`stencil.vector_row`; ``part``: a slice of the rows (2D tiles)."""
     pad = " " * indent
-    if ndim == 2:
-        return ([f"{pad}c = src[k]", f"{pad}w = dst[k]", f"{pad}b = src[k - 1]", f"{pad}t = src[k + 1]",
-                 f"{pad}arow = a[k]" if variable else f"{pad}arow = c"]
-                + _row_code(2, periodic, variable, indent, streaming))
+    def at(x, r, j=row):
+        layer = "k" if r == 0 else f"k {'+' if r > 0 else '-'} {abs(r)}"
+        return f"{x}[{layer}, {j}{part}]" if ndim == 3 else f"{x}[{layer}{part}]"
+    code = [f"{pad}w = {_tuple([at('dst', r) for r in range(layers)])}",
+            f"{pad}c = {_tuple([at('src', r) for r in range(-1, layers + 1)])}"]
+    coefficient = "w"
+    if variable:
+        code.append(f"{pad}a_rows = {_tuple([at('a', r) for r in range(layers)])}")
+        coefficient = "a_rows"
+    sides = "()"
+    if ndim == 3:
+        sides = "sides"
+        code.append(f"{pad}sides = {_tuple([at('src', r, j) for r in range(layers) for j in ('js', 'jn')])}")
+    return code + [f"{pad}row{layers}(w, c, {coefficient}, {sides}, c0, c1)"]
+
+
+def _rows_of_plane(periodic, indent, rows):
+    """``for j in range(*rows)`` with its neighbours ``js``, ``jn`` along axis 1 (3D)."""
+    pad = " " * indent
     code = [f"{pad}for j in range({', '.join(rows)}):",
             f"{pad}    js = j - 1", f"{pad}    jn = j + 1"]
     if periodic:
         code += [f"{pad}    if js < 0:", f"{pad}        js = ny - 1",
                  f"{pad}    if jn == ny:", f"{pad}        jn = 0"]
-    pad += "    "
-    code += [f"{pad}c = src[k, j]", f"{pad}w = dst[k, j]", f"{pad}s = src[k, js]",
-             f"{pad}n = src[k, jn]", f"{pad}b = src[k - 1, j]", f"{pad}t = src[k + 1, j]"]
-    code += [f"{pad}arow = a[k, j]" if variable else f"{pad}arow = c"]
-    return code + _row_code(3, periodic, variable, indent + 4, streaming)
+    return code
+
+
+def _import_rows(ndim, periodic, variable, layers, nontemporal=False):
+    # The digest of stencil/vector_row.py names the source file, so that a change there
+    # compiles anew instead of loading a stale kernel from Numba's cache.
+    digest = hashlib.sha256(inspect.getsource(vector_row_module).encode()).hexdigest()[:12]
+    return ([f"from stencil.vector_row import store_fence, vector_row  # {digest}"]
+            + [f"row{n} = vector_row({ndim}, {variable}, periodic={periodic}, layers={n}, nontemporal={nontemporal})"
+               for n in layers] + [""] + _loop_comment(ndim, variable, periodic))
 
 
 def kernel_source(ndim, periodic, variable, streaming=False):
     """Python source of the layer kernel for this stencil form (see the module docstring);
-    ``streaming``: rows written by non-temporal stores (:mod:`stencil.streaming`)."""
-    lines = []
-    if streaming:
-        # The digest of stencil/streaming.py names the source file, so that a change
-        # there compiles anew instead of loading a stale kernel from Numba's cache.
-        digest = hashlib.sha256(inspect.getsource(streaming_module).encode()).hexdigest()[:12]
-        lines += [f"from stencil.streaming import store_fence, streaming_row  # {digest}",
-                  f"row = streaming_row({ndim}, {variable})", ""]
-    lines += ["def layers(src, dst, a, c0, c1, k0, k1, rows_per_block):",
-              "    nx = src.shape[-1]"]
+    ``streaming``: rows written by non-temporal stores (:mod:`stencil.vector_row`)."""
+    lines = _import_rows(ndim, periodic, variable, sorted({1, LAYERS}), streaming)
+    lines += ["def layers(src, dst, a, c0, c1, k0, k1, rows_per_block):"]
+    # LAYERS layers at a time (they share their rows along axis 0), then one at a time
+    groups = [(LAYERS, f"range(k0, k1 - {LAYERS - 1}, {LAYERS})"), (1, f"range(k1 - (k1 - k0) % {LAYERS}, k1)")]
     if ndim == 2:
-        lines += ["    for k in range(k0, k1):"]
-        lines += _layer_code(2, periodic, variable, 8, streaming=streaming)
+        for layers, ks in groups:
+            lines += [f"    for k in {ks}:"] + _row_call(2, variable, layers, 8)
     else:
         jlo, jhi = ("0", "ny") if periodic else ("1", "ny - 1")
         lines += ["    ny = src.shape[1]",
                   f"    for j0 in range({jlo}, {jhi}, rows_per_block):",
-                  f"        j1 = min(j0 + rows_per_block, {jhi})",
-                  "        for k in range(k0, k1):"]
-        lines += _layer_code(3, periodic, variable, 12, ("j0", "j1"), streaming)
+                  f"        j1 = min(j0 + rows_per_block, {jhi})"]
+        for layers, ks in groups:
+            lines += ([f"        for k in {ks}:"] + _rows_of_plane(periodic, 12, ("j0", "j1"))
+                      + _row_call(3, variable, layers, 16))
     if streaming:
         lines += ["    store_fence()      # streaming stores are weakly ordered"]
     return "\n".join(lines) + "\n"
@@ -106,38 +125,29 @@ def kernel_source(ndim, periodic, variable, streaming=False):
 
 def wavefront_source(ndim, periodic, variable):
     """Python source of the tile wavefront kernel (see :func:`wavefront_kernel`)."""
-    lines = ["def wavefront(buf0, buf1, a, c0, c1, lo, hi, first, last, front0, front1):",
-             "    nx = buf0.shape[-1]"]
+    lines = _import_rows(ndim, periodic, variable, [1])
+    lines += ["def wavefront(buf0, buf1, a, c0, c1, lo, hi, first, last, front0, front1):"]
     lines += ["    ny = buf0.shape[1]"] if ndim == 3 else []
     lines += ["    for front in range(front0, front1):",
-             "        for step in range(lo.size):",
-             "            k = front - step",
-             "            if k < lo[step] or k >= hi[step]:",
-             "                continue",
-             "            if step % 2 == 0:",
-             "                src = buf0",
-             "                dst = buf1",
-             "            else:",
-             "                src = buf1",
-             "                dst = buf0"]
-    # A periodic axis 1 is one tile: its ends are neighbours, no order of tiles exists.
-    if ndim == 2:
-        lines += (_layer_code(2, True, variable, 12) if periodic else _tile_row_code(variable, 12))
-    else:
-        lines += _layer_code(3, periodic, variable, 12, ("0", "ny") if periodic else ("first[step]", "last[step]"))
+              "        for step in range(lo.size):",
+              "            k = front - step",
+              "            if k < lo[step] or k >= hi[step]:",
+              "                continue",
+              "            if step % 2 == 0:",
+              "                src = buf0",
+              "                dst = buf1",
+              "            else:",
+              "                src = buf1",
+              "                dst = buf0"]
+    if ndim == 3:
+        rows = ("0", "ny") if periodic else ("first[step]", "last[step]")
+        lines += _rows_of_plane(periodic, 12, rows) + _row_call(3, variable, 1, 16)
+    elif periodic:      # a periodic axis 1 is one tile: its ends are neighbours
+        lines += _row_call(2, variable, 1, 12)
+    else:               # a 2D tile is a part of the row, with one point more on each side
+        lines += ["            i0 = first[step] - 1", "            i1 = last[step] + 1"]
+        lines += _row_call(2, variable, 1, 12, part=", i0:i1")
     return "\n".join(lines) + "\n"
-
-
-def _tile_row_code(variable, indent):
-    """A 2D tile's part of row ``k``: views that start at the tile, so that the loop index
-    counts from 0 (from a loaded start Numba keeps a negative-index test that blocks SIMD)."""
-    pad = " " * indent
-    return [f"{pad}i0 = first[step]", f"{pad}i1 = last[step]",
-            f"{pad}c = src[k, i0 - 1:i1 + 1]", f"{pad}w = dst[k, i0:i1]",
-            f"{pad}b = src[k - 1, i0:i1]", f"{pad}t = src[k + 1, i0:i1]",
-            f"{pad}arow = a[k, i0:i1]" if variable else f"{pad}arow = c",
-            f"{pad}for q in range(i1 - i0):",
-            f"{pad}    w[q] = " + _update(2, variable, "c[q + 1]", ["c[q]", "c[q + 2]", "b[q]", "t[q]"], "arow[q]")]
 
 
 def layer_kernel(ndim, periodic, variable, streaming=False):
@@ -158,6 +168,8 @@ def wavefront_kernel(ndim, periodic, variable):
     ``[first[s], last[s])`` of axis 1.  Step ``s`` reads ``buf{s % 2}`` and writes the other.
     The caller runs fronts ``[front0, front1)``; layer ``f - s`` of step ``s`` then needs
     only step ``s - 1``'s layers up to ``f - s + 1``, done at the same front just before.
+    (One layer per front: fronts of four layers, sharing their rows as the sweep's do,
+    quadruple the tile's span in L2 and were no faster here.)
     """
     array = numba.types.Array(numba.float64, ndim, "C")
     index = numba.types.Array(numba.int64, 1, "C")

@@ -9,7 +9,7 @@ Jacobi sweep moves the same per lattice update (read u, write u' and its allocat
 
 which for constant coefficients is just the copy's element rate, whether or not the
 machine avoids the write-allocate (then copy and sweep both move 16 B).  A sweep with
-streaming stores (:mod:`stencil.streaming`) skips it: 16 B, a bound 1.5x higher.  Temporal
+streaming stores (:mod:`stencil.vector_row`) skips it: 16 B, a bound 1.5x higher.  Temporal
 blocking over T steps divides the bytes per update by T until the in-core rate (a sweep
 of a grid that fits in cache) becomes the limit instead.
 """

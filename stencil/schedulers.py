@@ -34,8 +34,8 @@ class Sweep:
 
     ``steps_per_pass`` is only the halo depth between exchanges on several processes.
     ``streaming_stores=True`` writes the new grid by non-temporal stores, which skip
-    reading it first (16 B per update instead of 24, :mod:`stencil.streaming`): for
-    grids far larger than the cache, on CPUs with 64-byte vectors (AVX-512; 1.16-1.35x
+    reading it first (16 B per update instead of 24, :mod:`stencil.vector_row`): for
+    grids far larger than the cache, on CPUs with 64-byte vectors (AVX-512; 1.17-1.51x
     the plain sweep here, slower with narrower ones).  A grid that fits in cache is
     better left there: the default is off.
     """

@@ -1,5 +1,7 @@
 """stencil: every kernel and scheduler against the numpy reference, bad input, the
 distributed slab at 1 to 4 ranks, checkpoint/resume, and the Parareal heat propagator."""
+import itertools
+
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -93,75 +95,94 @@ def test_periodic_reference_conserves_the_sum_and_uses_wrapped_neighbours():
 def test_generated_kernel_source_is_readable():
     source = kernel_source(3, periodic=False, variable=False)
     assert "def layers(src, dst, a, c0, c1, k0, k1, rows_per_block):" in source
-    assert "c0*c[i] + c1*(((((c[i - 1] + c[i + 1]) + s[i]) + n[i]) + b[i]) + t[i])" in source
-    assert "w[0]" not in source            # Dirichlet: the end points stay fixed
-    assert "w[nx - 1]" in kernel_source(2, periodic=True, variable=True)
+    assert ("#     for i in range(1, nx - 1): w[i] = c0*c[i] + c1*(((((c[i - 1] + c[i + 1]) + s[i]) + n[i])"
+            " + b[i]) + t[i])") in source
+    assert "c = (src[k - 1, j], src[k, j], src[k + 1, j], src[k + 2, j], src[k + 3, j], src[k + 4, j])" in source
+    assert "row4(w, c, w, sides, c0, c1)" in source and "row1(w, c, w, sides, c0, c1)" in source
+    assert "wrapped" not in source and "store_fence()" not in source   # Dirichlet: the ends stay fixed
+    assert "periodic=True" in kernel_source(2, periodic=True, variable=True)
     streaming = kernel_source(3, periodic=False, variable=False, streaming=True)
-    assert "row(w, c, arow, (s, n, b, t), c0, c1)" in streaming and "store_fence()" in streaming
-    assert "for i in range" not in streaming
+    assert "layers=4, nontemporal=True)" in streaming and "store_fence()" in streaming
 
 
 @pytest.fixture(scope="module")
-def streaming_rows():
-    """The streaming row of each stencil form, called from compiled code as the kernels do."""
+def vector_rows():
+    """The vector row of each stencil form, periodic or not, of one and of four layers, with
+    plain and with streaming stores, called from compiled code as the kernels call it."""
     import numba
 
-    from stencil.streaming import store_fence, streaming_row
-    calls = {}
-    for ndim in (2, 3):
-        for variable in (False, True):
-            row = streaming_row(ndim, variable)
-            if ndim == 3:
-                def call(w, c, a, rows, c0, c1, row=row):
-                    row(w, c, a, (rows[0], rows[1], rows[2], rows[3]), c0, c1)
-                    store_fence()
-            else:
-                def call(w, c, a, rows, c0, c1, row=row):
-                    row(w, c, a, (rows[0], rows[1]), c0, c1)
-                    store_fence()
-            calls[ndim, variable] = numba.njit(call)
-    return calls
+    from stencil.vector_row import store_fence, vector_row
+
+    def compiled(row):
+        @numba.njit
+        def call(w, c, a, sides, c0, c1):
+            row(w, c, a, sides, c0, c1)
+            store_fence()
+        return call
+    return {form: compiled(vector_row(*form))
+            for form in itertools.product((2, 3), (False, True), (False, True), (1, 4), (False, True))}
 
 
-def test_streaming_row_equals_the_stencil_at_every_length_and_alignment(streaming_rows):
+def expected_row(ndim, variable, periodic, w, c, a, sides, c0, c1):
+    """Numpy's version of the vector row: the updated output rows."""
+    out = [x.copy() for x in w]
+    nx = len(w[0])
+    index = np.arange(nx) if periodic else np.arange(1, nx - 1)
+    left, right = (index - 1) % nx, (index + 1) % nx
+    for r, x in enumerate(out):
+        centre = c[r + 1]
+        total = centre[left] + centre[right]
+        for side in sides[2 * r:2 * r + 2]:
+            total = total + side[index]
+        total = total + c[r][index] + c[r + 2][index]
+        x[index] = (centre[index] + a[r][index] * (total - 2 * ndim * centre[index]) if variable
+                    else c0 * centre[index] + c1 * total)
+    return out
+
+
+def test_vector_row_equals_the_stencil_at_every_length_and_alignment(vector_rows):
     """Rows of 0 to 100 points starting at every offset within a cache line (the scalar
-    peel, both vector loops and the tail), and rows not even 8-byte aligned."""
+    peel, both vector loops and the tail), the layers' rows at different offsets (streaming
+    stores only where a row shares the first one's alignment), and rows not even 8-byte
+    aligned."""
     rng = np.random.default_rng(3)
     c0, c1 = 0.4, 0.1
+    nrows = 4 + 6 + 4 + 8
     for length in list(range(41)) + [47, 48, 49, 55, 56, 57, 63, 64, 65, 80, 100]:
         for offset in list(range(9)) + ["bytes"]:
             if offset == "bytes":       # float64 rows at an odd byte address
-                raw = np.frombuffer(bytearray(8 * 8 * length + 8), dtype=np.uint8)[3:3 + 8 * 8 * length]
-                buf = raw.view(np.float64).reshape(8, length)
-                buf[...] = rng.random((8, length))
-                views = [buf[k] for k in range(8)]
+                raw = np.frombuffer(bytearray(8 * nrows * length + 8), dtype=np.uint8)[3:3 + 8 * nrows * length]
+                buf = raw.view(np.float64).reshape(nrows, length)
+                buf[...] = rng.random((nrows, length))
+                views = list(buf)
             else:
-                buf = rng.random((8, length + 16))
-                views = [buf[k, offset:offset + length] for k in range(8)]
-            w, c, a, rows = views[0], views[1], views[2], tuple(views[3:7])
-            before = w.copy()
-            for (ndim, variable), call in streaming_rows.items():
-                expected = before.copy()
-                if length >= 3:
-                    inner = slice(1, length - 1)
-                    total = c[:-2] + c[2:]
-                    for r in rows[:2 * ndim - 2]:
-                        total = total + r[inner]
-                    expected[inner] = (c[inner] + a[inner] * (total - 2 * ndim * c[inner]) if variable
-                                       else c0 * c[inner] + c1 * total)
-                call(w, c, a, rows, c0, c1)         # in 2D the row takes the first two
-                assert np.array_equal(w, expected), (length, offset, ndim, variable)
-                w[...] = before
+                buf = rng.random((nrows, length + 16))
+                views = [buf[q, (offset + 3 * q) % 9:(offset + 3 * q) % 9 + length] for q in range(nrows)]
+            for (ndim, variable, periodic, layers, nontemporal), call in vector_rows.items():
+                if periodic and length < 3:
+                    continue
+                w, c = tuple(views[:layers]), tuple(views[4:4 + layers + 2])
+                a, sides = tuple(views[10:10 + layers]), tuple(views[14:14 + 2 * layers]) if ndim == 3 else ()
+                before = [x.copy() for x in w]
+                expected = expected_row(ndim, variable, periodic, w, c, a, sides, c0, c1)
+                call(w, c, a, sides, c0, c1)
+                form = (length, offset, ndim, variable, periodic, layers, nontemporal)
+                assert all(np.array_equal(x, y) for x, y in zip(w, expected)), form
+                for x, y in zip(w, before):
+                    x[...] = y
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
-def test_streaming_sweep_with_long_rows_equals_the_reference(case):
+def test_sweeps_with_long_rows_equal_the_reference(case):
+    """Rows long enough for both vector loops, four layers at a time and the rest one by one,
+    plain and streaming stores."""
     ndim, boundary, variable = case
-    shape = {2: (9, 141), 3: (6, 7, 75)}[ndim]
+    shape = {2: (12, 141), 3: (11, 7, 75)}[ndim]
     u = np.random.default_rng(4).random(shape)
     stencil = make_stencil(ndim, boundary, variable, shape)
-    for scheduler in (Sweep(1, streaming_stores=True), Sweep(2, rows_per_block=2, streaming_stores=True)):
-        assert np.array_equal(advance(u, stencil, 5, scheduler=scheduler), reference_run(u, stencil, 5))
+    for streaming in (False, True):
+        for scheduler in (Sweep(1, streaming_stores=streaming), Sweep(2, 2, streaming_stores=streaming)):
+            assert np.array_equal(advance(u, stencil, 5, scheduler=scheduler), reference_run(u, stencil, 5))
 
 
 def test_command_line_streaming_sweep_equals_the_reference(tmp_path, capsys):
