@@ -35,7 +35,7 @@ class Sweep:
     ``steps_per_pass`` is only the halo depth between exchanges on several processes.
     ``streaming_stores=True`` writes the new grid by non-temporal stores, which skip
     reading it first (16 B per update instead of 24, :mod:`stencil.vector_row`): for
-    grids far larger than the cache, on CPUs with 64-byte vectors (AVX-512; 1.17-1.51x
+    grids far larger than the cache, on CPUs with 64-byte vectors (AVX-512; 1.01-1.55x
     the plain sweep here, slower with narrower ones).  A grid that fits in cache is
     better left there: the default is off.
     """

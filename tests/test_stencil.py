@@ -141,7 +141,7 @@ def expected_row(ndim, variable, periodic, w, c, a, sides, c0, c1):
 
 
 def test_vector_row_equals_the_stencil_at_every_length_and_alignment(vector_rows):
-    """Rows of 0 to 100 points starting at every offset within a cache line (the scalar
+    """Rows of 0 to 100 points starting at every offset within a cache line (the masked
     peel, both vector loops and the tail), the layers' rows at different offsets (streaming
     stores only where a row shares the first one's alignment), and rows not even 8-byte
     aligned."""
