@@ -135,9 +135,10 @@ class WavefrontTiles:
 
     ``tile`` and ``fronts_per_sync`` default (None) to 16 rows and 8 fronts in 3D, 1024
     points and 256 fronts in 2D (where a front of a tile is much less work); 16 steps per
-    pass were the most reliable choice here (3D 420^3: 1.50-1.72x the sweep in three
-    runs, against 1.29-1.97x with 8), but they are also the halo depth on several
-    processes: each rank must own at least that many layers.
+    pass were the most reliable choice here with the earlier kernels (3D 420^3: 1.50-1.72x
+    the sweep in three runs, against 1.29-1.97x with 8; with the vector row the autotuner
+    picks 8 or 16, README), but they are also the halo depth on several processes: each
+    rank must own at least that many layers.
 
     With a periodic axis 1 its ends are neighbours and tiles have no order: the whole
     axis is one tile, run by one thread (use :class:`PipelinedBlocking` there).
