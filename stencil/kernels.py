@@ -15,9 +15,9 @@ updated four at a time (they share their rows along axis 0), the rest one by one
 
 The source is generated per (ndim, boundary, coefficient form), and for the layer
 kernel also with rows written by streaming stores (for ``Sweep(streaming_stores=True)``);
-it can be printed with :func:`kernel_source`.  The points of a row away from its ends
-are updated by the vector row of :mod:`stencil.vector_row` (LLVM IR with explicit
-vectors; the Python loop it stands for is the comment above its call).  All is compiled
+it can be printed with :func:`kernel_source`.  Each row is updated by the vector row of
+:mod:`stencil.vector_row` (LLVM IR with explicit vectors; the Python loop it stands for
+is the comment above the kernel).  All is compiled
 once per machine into Numba's cache without fast-math, so the additions happen in the
 reference's order (no FMA contraction) and the results are bit for bit those of
 :mod:`stencil.reference`.
@@ -95,7 +95,8 @@ def _import_rows(ndim, periodic, variable, layers, nontemporal=False):
     # The digest of stencil/vector_row.py names the source file, so that a change there
     # compiles anew instead of loading a stale kernel from Numba's cache.
     digest = hashlib.sha256(inspect.getsource(vector_row_module).encode()).hexdigest()[:12]
-    return ([f"from stencil.vector_row import store_fence, vector_row  # {digest}"]
+    names = "store_fence, vector_row" if nontemporal else "vector_row"
+    return ([f"from stencil.vector_row import {names}  # {digest}"]
             + [f"row{n} = vector_row({ndim}, {variable}, periodic={periodic}, layers={n}, nontemporal={nontemporal})"
                for n in layers] + [""] + _loop_comment(ndim, variable, periodic))
 

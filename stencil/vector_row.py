@@ -236,9 +236,10 @@ class _Rows:
         # First i >= 1 with w[0] + i on a cache-line boundary; a row not even 8-byte
         # aligned (a view into a byte buffer) is all masked vectors.
         address = b.ptrtoint(self.w[0], self.i64)
-        self.aligned = [b.icmp_unsigned("==", b.and_(b.sub(b.ptrtoint(w, self.i64), address),
-                                                     self.const(8 * LANES - 1)), self.const(0))
-                        for w in self.w]
+        if self.nontemporal:        # which layers' rows share the first one's line alignment
+            self.aligned = [b.icmp_unsigned("==", b.and_(b.sub(b.ptrtoint(w, self.i64), address),
+                                                         self.const(8 * LANES - 1)), self.const(0))
+                            for w in self.w]
         to_boundary = b.and_(b.sub(self.const(0), b.add(address, self.const(8))), self.const(8 * LANES - 1))
         start = b.add(one, b.lshr(to_boundary, self.const(3)))
         misaligned = b.icmp_unsigned("!=", b.and_(address, self.const(7)), self.const(0))
