@@ -13,7 +13,7 @@ DEVITO_LANGUAGE=openmp).  Prints each kernel's rate, bytes per update, its share
 memory bound (from the best round and STREAM before and after all rounds; and "paired":
 each pass against a copy of the grid's size right before and after it, the median over
 passes, which the drift of this machine's bandwidth affects least), and the speedups
-over the sweeps (and over Devito).
+over the sweeps (and over Devito): from the best rounds, and round by round.
 """
 import argparse
 import time
@@ -145,13 +145,14 @@ def main():
         timers[DEVITO] = lambda: devito(copy)
         traffic[DEVITO] = stencil.bytes_per_update
     rates = {name: 0.0 for name in timers}
-    best_pass, paired = dict(rates), {name: [] for name in timers}
+    best_pass, paired, per_round = dict(rates), {name: [] for name in timers}, {name: [] for name in timers}
     bw = stream(args.threads)
     for _ in range(args.rounds):
         for name, timed in timers.items():
             average, best, ratios = timed()
             rates[name], best_pass[name] = max(rates[name], average), max(best_pass[name], best)
             paired[name] += ratios
+            per_round[name].append(average)
     bw = {key: max(value, after) for (key, value), after in zip(bw.items(), stream(args.threads).values())}
     bound = memory_bound(bw["copy"], stencil.bytes_per_update)
     print(f"STREAM copy {bw['copy'] / 1e9:.1f} GB/s, triad {bw['triad'] / 1e9:.1f} GB/s "
@@ -186,6 +187,11 @@ def main():
     for base in sweeps:
         print(f"temporal blocking / {base.split(' (')[0]}: "
               + ", ".join(f"{name.split(' (')[0]} {rates[name] / rates[base]:.2f}x" for name in blockings))
+        # the same ratios round by round: the kernels of one round ran within a minute
+        # of each other, so the machine's drift between rounds cancels
+        print(f"  round by round (median, range of {args.rounds}): " + ", ".join(
+            "{} {:.2f}x ({:.2f}-{:.2f})".format(name.split(' (')[0], np.median(r), min(r), max(r))
+            for name in blockings for r in [np.divide(per_round[name], per_round[base])]))
     if devito is not None:
         print("/ Devito: " + ", ".join(f"{name.split(' (')[0]} {rates[name] / rates[DEVITO]:.2f}x"
                                        for name in schedulers))
