@@ -123,7 +123,7 @@ def main():
              f"{m['team pass'] / m['in core, all threads']:.2f} of in core; "
              f"each thread {100 * m['in kernel']:.0f}% of the pass in the kernel")]
     for name, value, note in rows:
-        print(f"{name:58s} {value / 1e9:6.2f}   {note}")
+        print(f"{name:62s} {value / 1e9:6.2f}   {note}")
 
 
 if __name__ == "__main__":
