@@ -42,15 +42,13 @@ class TimedSlab(Slab):
 
 def tile_timer(slab, scheduler, steps, repeat=1):
     """``run(t)``: the updates per second of ``repeat`` calls of the kernel taking tile
-    ``t`` of ``slab`` through a pass of ``steps`` steps, all fronts."""
-    lo, hi = np.array([slab.update_range(s, steps) for s in range(steps)], dtype=np.int64).T.copy()
-    shape = slab.buffers[0].shape
-    tiles = scheduler.tiles(shape[1], steps, False, scheduler.sizes(3)[0])
-    front0, front1 = int(lo.min()), int((hi + np.arange(steps)).max())
+    ``t`` of ``slab`` through a pass of ``steps`` steps, all fronts (the scheduler's own plan)."""
+    lo, hi, tiles, front0, front1 = scheduler.plan(slab, steps)
+    points = slab.buffers[0].shape[2] - 2
 
     def run(t):
         first, last = tiles[t % len(tiles)]
-        updates = int(np.sum((hi - lo) * (last - first))) * (shape[2] - 2)
+        updates = int(np.sum((hi - lo) * (last - first))) * points
         start = time.perf_counter()
         for _ in range(repeat):
             slab.update_tile(lo, hi, first, last, front0, front1)

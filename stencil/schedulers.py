@@ -172,11 +172,18 @@ class WavefrontTiles:
         cut = [np.full(steps, lo)] + [np.maximum(lo, e - shift) for e in edges[1:-1]] + [np.full(steps, hi)]
         return [(cut[t].astype(np.int64), cut[t + 1].astype(np.int64)) for t in range(len(cut) - 1)]
 
-    def run_pass(self, slab, steps):
+    def plan(self, slab, steps):
+        """``(lo, hi, tiles, front0, front1)`` of a pass of ``steps`` over ``slab``: the
+        layer range ``[lo[s], hi[s])`` of each step, the tiles (:meth:`tiles`) and the
+        fronts ``[front0, front1)`` that take every tile through all steps; one call of
+        ``slab.update_tile(lo, hi, *tiles[t], front0, front1)`` runs tile ``t`` whole."""
         lo, hi = np.array([slab.update_range(s, steps) for s in range(steps)], dtype=np.int64).T.copy()
-        tile, fronts_per_sync = self.sizes(slab.stencil.ndim)
-        tiles = self.tiles(slab.buffers[0].shape[1], steps, slab.stencil.periodic, tile)
-        front0, front1 = int(lo.min()), int((hi + np.arange(steps)).max())
+        tiles = self.tiles(slab.buffers[0].shape[1], steps, slab.stencil.periodic, self.sizes(slab.stencil.ndim)[0])
+        return lo, hi, tiles, int(lo.min()), int((hi + np.arange(steps)).max())
+
+    def run_pass(self, slab, steps):
+        lo, hi, tiles, front0, front1 = self.plan(slab, steps)
+        fronts_per_sync = self.sizes(slab.stencil.ndim)[1]
         team = _Team(len(tiles))        # counter t: fronts tile t has finished
 
         def worker(first):
