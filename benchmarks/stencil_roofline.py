@@ -144,16 +144,16 @@ def main():
     if devito is not None:
         timers[DEVITO] = lambda: devito(copy)
         traffic[DEVITO] = stencil.bytes_per_update
-    per_round, best_pass, paired = ({name: [] for name in timers} for _ in range(3))
+    per_round, best_passes, paired = ({name: [] for name in timers} for _ in range(3))
     bw = stream(args.threads)
     for _ in range(args.rounds):
         for name, timed in timers.items():
             average, best, ratios = timed()
             per_round[name].append(average)
-            best_pass[name].append(best)
+            best_passes[name].append(best)
             paired[name] += ratios
     rates = {name: max(values) for name, values in per_round.items()}       # the best round
-    best_pass = {name: max(values) for name, values in best_pass.items()}
+    best_pass = {name: max(values) for name, values in best_passes.items()}
     bw = {key: max(value, after) for (key, value), after in zip(bw.items(), stream(args.threads).values())}
     bound = memory_bound(bw["copy"], stencil.bytes_per_update)
     print(f"STREAM copy {bw['copy'] / 1e9:.1f} GB/s, triad {bw['triad'] / 1e9:.1f} GB/s "

@@ -152,13 +152,22 @@ class _Rows:
             return b.fadd(centre, b.fmul(coefficient, b.fsub(total, b.fmul(twice_ndim, centre))))
         return b.fadd(b.fmul(c0, centre), b.fmul(c1, total))
 
-    def point(self, i, left, right):
-        """Every layer at index ``i``, its left and right neighbours at ``left``, ``right``."""
-        column = [self.load(c, i) for c in self.c]
+    def point(self, i, left, right, mask=None):
+        """Every layer at index ``i``, its left and right neighbours at ``left``, ``right``;
+        with ``mask``, the vector from ``i`` on, only its lanes in the mask (unaligned
+        masked loads and stores, each lane as a vector loop's would be)."""
+        b, vector = self.b, mask is not None
+        column = [self.load(c, i, vector, mask) for c in self.c]
         for r in range(self.layers):
             centre_row = self.c[r + 1]
-            value = self.update(r, self.load(centre_row, left), self.load(centre_row, right), column, i, False)
-            self.b.store(value, self.b.gep(self.w[r], [i]), align=8)
+            left_value, right_value = (self.load(centre_row, j, vector, mask) for j in (left, right))
+            value = self.update(r, left_value, right_value, column, i, vector, mask)
+            address = b.gep(self.w[r], [i])
+            if vector:
+                address = b.bitcast(address, self.vec.as_pointer())
+                b.call(self.masked("store"), [value, address, ir.Constant(self.i32, 1), mask])
+            else:
+                b.store(value, address, align=8)
 
     def store(self, r, value, i):
         b = self.b
@@ -174,8 +183,7 @@ class _Rows:
                 b.store(value, address, align=8)
 
     def masked_loop(self, start, stop):
-        """Vectors from ``start`` on, of the lanes below ``stop`` (the peel and the tail):
-        unaligned masked loads and stores, each lane as a vector loop's would be."""
+        """Vectors from ``start`` on, of the lanes below ``stop`` (the peel and the tail)."""
         b = self.b
         before = b.block
         head, body, after = (b.append_basic_block(name) for name in ("masked", "masked.body", "masked.end"))
@@ -187,13 +195,7 @@ class _Rows:
         lanes = ir.VectorType(self.i64, LANES)
         mask = b.icmp_signed("<", b.add(self.splat(i, lanes), ir.Constant(lanes, list(range(LANES)))),
                              self.splat(stop, lanes))
-        column = [self.load(c, i, True, mask) for c in self.c]
-        for r in range(self.layers):
-            centre_row = self.c[r + 1]
-            value = self.update(r, self.load(centre_row, b.sub(i, self.const(1)), True, mask),
-                                self.load(centre_row, b.add(i, self.const(1)), True, mask), column, i, True, mask)
-            address = b.bitcast(b.gep(self.w[r], [i]), self.vec.as_pointer())
-            b.call(self.masked("store"), [value, address, ir.Constant(self.i32, 1), mask])
+        self.point(i, b.sub(i, self.const(1)), b.add(i, self.const(1)), mask)
         i.add_incoming(start, before)
         i.add_incoming(b.add(i, self.const(LANES)), b.block)
         b.branch(head)
