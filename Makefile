@@ -1,8 +1,11 @@
 # The two commands of the README.  Both set up the environment first (tools/setup_env.sh:
-# idempotent, seconds when it is already there).
-VENV   ?= .venv
+# idempotent, seconds when it is already there).  The environment is the active virtual
+# environment if there is one (the pip route), else .venv; its bin/ goes first on PATH, so
+# its python and (with the mpich wheel) its mpiexec are the ones used.
+VENV   ?= $(or $(VIRTUAL_ENV),.venv)
 PY     := $(VENV)/bin/python
 SIZES  ?= 2 4
+export PATH := $(abspath $(VENV))/bin:$(PATH)
 export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export OMPI_MCA_rmaps_base_oversubscribe := 1
@@ -20,4 +23,4 @@ demo: env
 	$(PY) -m pipekrylov demo
 
 clean:
-	rm -rf $(VENV) results
+	rm -rf .venv results

@@ -5,13 +5,12 @@
 #   TASKS=2 jobs/scaling.sh
 # Settings (environment): TASKS (ranks available; the series is 1, 2, 4, ... up to it),
 # RANKS (explicit series), METHODS, PROBLEM, PC, RTOL, MAXITER, LATENCY, LAUNCHER
-# (a template with {ranks}), RESULTS (output folder), PY (the Python to use).
+# (a template with {ranks}), RESULTS (output folder), PY (the Python to use; see
+# jobs/environment.sh: by default the python3 and mpiexec on PATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TASKS=${TASKS:-2}
-PY=${PY:-.venv/bin/python}
-default_launcher='mpiexec -n {ranks}'   # (a "}" inside ${...:-...} would end it)
-LAUNCHER=${LAUNCHER:-$default_launcher}
+source jobs/environment.sh
 if [ -z "${RANKS:-}" ]; then
     RANKS=""; n=1
     while [ "$n" -le "$TASKS" ]; do RANKS="$RANKS $n"; n=$((n * 2)); done

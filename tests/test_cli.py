@@ -7,8 +7,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def clean_env():
+    """The environment for a command a user runs: no MPI singleton's variables, and this
+    Python's bin/ first on PATH, as an activated environment has it (its python3, and the
+    mpiexec the mpich wheel puts there)."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OMPI_MCA_orte", "OMPI_MCA_ess", "PMIX_", "OMPI_COMM"))}
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
     return env
 
 

@@ -101,12 +101,16 @@ def test_plcg_on_real_matrices(name, l):
 def test_smooth_right_hand_side_keeps_cg_iterations_at_depth(l):
     """b = 1 on 2D Poisson 200^2: its first Lanczos vectors are smooth and a basis made by
     the shifted recurrence from them lost 1e-5 of G at l = 5 (579 iterations to CG's
-    369); the exact start keeps CG's count, with no hand-over."""
+    369); the exact start keeps CG's count.  Whether the drift check hands over in the
+    last iterations, where the quantities it compares near the rounding level, is
+    rounding's (at 2 ranks: at iteration 358 of 369 on one CPU, not at all on another), so
+    a hand-over is allowed there, and only there."""
     A = pk.poisson2d(MPI.COMM_WORLD, 200)
     b = np.ones(A.partition.nlocal)
     base = pk.cg(A, b, rtol=1e-8).iterations
     res = plcg(A, b, depth=l, rtol=1e-8)
-    assert res.info == 0 and res.iterations <= base + 2 and res.handed_over is None and res.restarts == 0
+    assert res.info == 0 and res.iterations <= base + 2 and res.restarts == 0
+    assert res.handed_over is None or res.handed_over > 0.9 * base, (res.handed_over, base)
 
 
 def test_exact_start_is_the_shifted_basis():

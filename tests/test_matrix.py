@@ -157,7 +157,7 @@ def test_injected_latency_delays_the_wait(comm):
 
 @pytest.mark.mpi
 def test_petsc_binary_round_trip_with_petsc4py(comm, tmp_path_factory):
-    from petsc4py import PETSc
+    PETSc = pytest.importorskip("petsc4py.PETSc")
     A = load("hor_131")
     path = None
     if comm.rank == 0:

@@ -19,26 +19,70 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
+PROBE = r"""
+#include <petscsys.h>
+int main(int argc, char **argv)
+{
+  char version[MPI_MAX_LIBRARY_VERSION_STRING];
+  int length;
+  PetscCall(PetscInitialize(&argc, &argv, NULL, NULL));
+  MPI_Get_library_version(version, &length);
+  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%s\n", version));
+  PetscCall(PetscFinalize());
+  return 0;
+}
+"""
+
+
+def mpi_family(version):
+    """'Open MPI', 'MPICH', ... from an MPI_Get_library_version string."""
+    first = version.strip().splitlines()[0] if version.strip() else ""
+    return "Open MPI" if first.startswith("Open MPI") else first.split(" ")[0]
+
+
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
+    """tests/capp/poisson.c built with the mpicc on PATH against pkg-config's PETSc; skips
+    unless that pair builds and runs on the MPI that mpi4py (so the embedded Python) uses."""
+    pytest.importorskip("petsc4py", reason="the C application embeds Python with petsc4py")
+    from mpi4py import MPI
     mpicc, pkgconfig = shutil.which("mpicc"), shutil.which("pkg-config")
     if not mpicc or not pkgconfig or subprocess.run([pkgconfig, "--exists", "PETSc"]).returncode:
         pytest.skip("needs mpicc and PETSc's pkg-config file")
     flags = subprocess.run([pkgconfig, "--cflags", "--libs", "PETSc"], capture_output=True,
                            text=True, check=True).stdout.split()
-    exe = str(tmp_path_factory.mktemp("capp") / "poisson")
+    folder = tmp_path_factory.mktemp("capp")
+    probe = folder / "probe.c"
+    probe.write_text(PROBE)
+    built = subprocess.run([mpicc, str(probe), "-o", str(folder / "probe"), *flags], capture_output=True, text=True)
+    if built.returncode:
+        pytest.skip(f"PETSc ({pkgconfig} PETSc) does not build with {mpicc}: {built.stderr.strip()[-300:]}")
+    ran = subprocess.run([str(folder / "probe")], capture_output=True, text=True, timeout=60, env=app_environment())
+    theirs, ours = mpi_family(ran.stdout), mpi_family(MPI.Get_library_version())
+    if ran.returncode or theirs != ours:
+        pytest.skip(f"PETSc's C build runs on {theirs or 'no MPI it could start'}, mpi4py on {ours}: "
+                    "the C application and the Python it embeds must share one MPI")
+    exe = str(folder / "poisson")
     subprocess.run([mpicc, os.path.join(HERE, "capp", "poisson.c"), "-o", exe, *flags], check=True)
     return exe
 
 
-def run(app, ranks, options):
+def app_environment():
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1")
     # the Python PETSc embeds does not see the venv: put it and the package on PYTHONPATH
     env["PYTHONPATH"] = os.pathsep.join([ROOT, *site.getsitepackages(), env.get("PYTHONPATH", "")])
     for key in [k for k in env if k.startswith(("OMPI_MCA_orte", "OMPI_MCA_ess", "PMIX_", "OMPI_COMM"))]:
         del env[key]  # this test may itself run inside an MPI singleton
-    command = [shutil.which("mpiexec"), "-n", str(ranks), "-x", "PYTHONPATH", app, "-n", "40",
+    return env
+
+
+def run(app, ranks, options):
+    env = app_environment()
+    from mpi4py import MPI
+    # Open MPI's mpiexec passes on only the variables it is told to; MPICH's passes all
+    export = ["-x", "PYTHONPATH"] if mpi_family(MPI.Get_library_version()) == "Open MPI" else []
+    command = [shutil.which("mpiexec"), "-n", str(ranks), *export, app, "-n", "40",
                "-ksp_rtol", "1e-8", "-ksp_converged_reason", *options]
     out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]

@@ -23,7 +23,9 @@ EXPECT = {
     "cg": SYMMETRIC_CASES,
     "cr": {**SYMMETRIC_CASES, "nos4": "close", "bcsstk01": "converges", "494_bus": "converges",
            "1138_bus": "converges", "bcsstk15": "converges"},
-    "bicgstab": {"poisson2d": "match", "anisotropic2d": "close", "convection_diffusion2d": "match",
+    # BiCGStab on anisotropic2d: b perturbed by 4 ulps moves ours - scipy's over -6..+2
+    # (~54 iterations; benchmarks/rounding_spread.py), so rounding decides the count
+    "bicgstab": {"poisson2d": "match", "anisotropic2d": "converges", "convection_diffusion2d": "match",
                  "nos4": "converges", "gr_30_30": "match", "cage9": "match", "bcsstk01": "converges",
                  "494_bus": "converges", "1138_bus": "converges", "orsirr_1": "converges"},
     "gmres": {"poisson2d": "match", "anisotropic2d": "match", "convection_diffusion2d": "match",
@@ -73,22 +75,24 @@ def test_against_scipy(comm, method, name):
         cond = COND[name] if name in COND else np.linalg.cond(A.toarray())
         assert rel(x, x_ref) <= 10 * cond * RTOL
     else:
-        # rounding decides: BiCGStab on anisotropic2d took 53 here, 56 on another CPU
-        # (scipy's dots come from the machine's BLAS, ours from Numba's vectorization)
+        # the partition's summation order moves these counts by a few (scipy's dots come
+        # from the machine's BLAS, ours from Numba's vectorization)
         assert abs(res.iterations - its_ref) <= max(3, 0.05 * its_ref), (res.iterations, its_ref)
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("method", ["cg", "cr", "bicgstab", "gmres"])
 def test_jacobi_preconditioner_against_scipy(comm, method):
-    """Jacobi does not depend on the partition: counts match scipy's at every size."""
+    """Jacobi does not depend on the partition: CG's count matches scipy's at every size.
+    BiCGStab's on bcsstk01 is rounding's: b perturbed by 4 ulps moves ours - scipy's over
+    -4..+5 (~50 iterations; benchmarks/rounding_spread.py), so it is not compared."""
     name = "bcsstk01"
     D, A = problem(comm, name)
     b = A @ np.ones(A.shape[0])
     res = getattr(pk, method)(D, D.scatter(b), rtol=RTOL, maxiter=5000, M="jacobi")
     assert res.info == 0
     assert rel(A @ D.gather(res.x), b) < 10 * RTOL
-    if method in ("cg", "bicgstab"):
+    if method == "cg":
         dinv = sp.diags(1.0 / A.diagonal())
         _, info, its = scipy_solve(getattr(spla, method), A, b, RTOL, M=dinv, maxiter=5000)
         assert info == 0 and abs(res.iterations - its) <= max(1, 0.02 * its), (res.iterations, its)

@@ -21,8 +21,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
+def activated_environment():
+    """This Python's environment as if activated: its bin/ first on PATH, so the tests'
+    subprocesses (python3, mpiexec, the job scripts) use its stack, not another one on PATH
+    (the mpich wheel puts mpiexec beside the interpreter)."""
+    bindir = os.path.dirname(os.path.abspath(sys.executable))
+    return dict(os.environ, PATH=os.pathsep.join([bindir, os.environ.get("PATH", "")]))
+
+
 def mpi_environment():
-    env = dict(os.environ)
+    env = activated_environment()
     # Open MPI refuses root and more ranks than cores unless told; MPICH ignores these.
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
@@ -70,16 +78,16 @@ def main():
                         help="wall-clock limit of each mpiexec run, seconds")
     parser.add_argument("--mpiexec", default=os.environ.get("MPIEXEC", "mpiexec"))
     args, pytest_args = parser.parse_known_args()
-    mpiexec = shutil.which(args.mpiexec)
-    python = sys.executable
     env = mpi_environment()
+    mpiexec = shutil.which(args.mpiexec, path=env["PATH"])
+    python = sys.executable
     total = {}
     worst = 0
     start = time.monotonic()
     # mpiexec hands rank 0 a terminal of its own: say explicitly whether ours is one.
     pytest_args = ["--color=" + ("yes" if sys.stdout.isatty() else "no"), *pytest_args]
     with tempfile.TemporaryDirectory() as tmp:
-        runs = [("serial", [python, "-m", "pytest", "-q", *pytest_args], os.environ)]
+        runs = [("serial", [python, "-m", "pytest", "-q", *pytest_args], activated_environment())]
         for n in args.sizes:
             if mpiexec is None:
                 print("mpiexec not found: cannot run the MPI tests", file=sys.stderr)

@@ -3,7 +3,6 @@
 The plan (who sends which owned entries to whom) is computed once from the ghost
 columns; each exchange then reuses persistent requests and buffers.
 """
-import atexit
 import weakref
 
 import numpy as np
@@ -13,16 +12,16 @@ from ..kernels import gather
 
 __all__ = ["HaloExchange"]
 
-# Persistent requests must be freed before MPI is finalized (freeing one afterwards, when
-# the garbage collector gets to it, crashes).  Registered after mpi4py's and petsc4py's
-# finalizers, this runs before them.
-_LIVE = weakref.WeakSet()
 
-
-@atexit.register
-def _free_all():
-    for halo in list(_LIVE):
-        halo.free()
+def _free_requests(requests):
+    """Free persistent requests: when their exchange is collected or freed, and at exit
+    before MPI is finalized (weakref.finalize's exit hook, registered after mpi4py's,
+    runs before it).  Requests left to the end are reported by MPICH at MPI_Finalize;
+    freeing one after it crashes."""
+    if not MPI.Is_finalized():
+        for request in requests:
+            request.Free()
+    requests.clear()
 
 
 class HaloExchange:
@@ -62,7 +61,7 @@ class HaloExchange:
                 self.requests.append(comm.Send_init(self.send_values[offset:offset + count], rank, tag=77))
             offset += count
         self.active = False
-        _LIVE.add(self)
+        self._finalizer = weakref.finalize(self, _free_requests, self.requests)
 
     @property
     def nghosts(self):
@@ -87,13 +86,5 @@ class HaloExchange:
         return self.ghost_values
 
     def free(self):
-        for request in self.requests:
-            request.Free()
-        self.requests = []
-
-    def free(self):
-        """Free the persistent requests.  Collective (neighbours)."""
-        if not MPI.Is_finalized():
-            for request in self.requests:
-                request.Free()
-        self.requests = []
+        """Free the persistent requests (local)."""
+        self._finalizer()
