@@ -18,4 +18,7 @@ if ! "$venv/bin/python" -c "import mpi4py, numba, scipy, numpy; assert int(numpy
     "$venv/bin/python" -m pip install -q $packages
 fi
 "$venv/bin/python" -c "import numpy, numba, mpi4py; from mpi4py import MPI; print('pip_stack: numpy', numpy.__version__, 'numba', numba.__version__, 'mpi4py', mpi4py.__version__, 'on', MPI.Get_library_version().splitlines()[0])"
-exec env -u PYTHONPATH VIRTUAL_ENV="$venv" make test "$@"
+# Its compiled kernels are kept apart from the other stack's (another numba would evict
+# them from a shared cache), and between runs.
+exec env -u PYTHONPATH VIRTUAL_ENV="$venv" PIPEKRYLOV_CACHE_DIR="$venv/pipekrylov-cache" \
+    NUMBA_CACHE_DIR="$venv/numba-cache" make test "$@"

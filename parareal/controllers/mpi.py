@@ -32,6 +32,7 @@ class MPILink:
         self.iteration = -1
         self.synchronized = set()
         self.sends, self.notices = [], []
+        self.received = np.zeros(self.size, dtype=np.int64)   # messages taken, by source
         self.failure = comm.irecv(source=MPI.ANY_SOURCE, tag=_FAILED)
         self.peer_failed = None
 
@@ -48,10 +49,13 @@ class MPILink:
         while not request.Test(status):
             if self._peer_failed():
                 request.Cancel()
-                request.Wait()
+                request.Wait(status)
+                if not status.Is_cancelled():  # it matched after all: counted for close()
+                    self.received[self.rank - 1] += 1
                 raise SliceFailed(self.peer_failed)
             time.sleep(pause)  # poll, do not spin: oversubscribed ranks share cores
             pause = min(2 * pause, 1e-3)
+        self.received[self.rank - 1] += 1
         k_sent, converged = divmod(status.Get_tag() - 2, 2)
         if k_sent != k:
             raise RuntimeError(f"slice {self.rank}: expected iteration {k}, received {k_sent}")
@@ -77,25 +81,46 @@ class MPILink:
 
     def _peer_failed(self):
         if self.peer_failed is None and self.failure is not None:
-            done, message = self.failure.test()
+            status = self.MPI.Status()
+            done, message = self.failure.test(status)
             if done:
                 self.peer_failed, self.failure = message, None
+                self.received[status.Get_source()] += 1
         return self.peer_failed is not None
 
-    def close(self, anyone_failed):
-        self.MPI.Request.Waitall(self.notices)  # small: they complete locally
-        if anyone_failed:
-            for request, _ in self.sends:  # a send to a failed rank may never complete
-                request.Free()
-            if self.failure is not None and not self.notices:
-                self.failure.wait()  # every rank but the failing ones was sent a notice
-            elif self.failure is not None:
-                self.failure.Cancel()
-                self.failure.Wait()
-            return
-        self.MPI.Request.Waitall([r for r, _ in self.sends])
-        self.failure.Cancel()
-        self.failure.Wait()
+    def close(self):
+        """Take every message still on its way, then complete every send.  Collective.
+
+        After a failure, values and notices may have been sent that nobody received.  Left
+        queued, they would meet a later run: MPICH gives a freed communicator's context to
+        the next one at once.  So the ranks exchange how many messages each sent to each,
+        and every rank receives what it has not yet taken.
+        """
+        MPI = self.MPI
+        if self.failure is not None:
+            status = MPI.Status()
+            self.failure.Cancel()
+            self.failure.wait(status)
+            if not status.Is_cancelled():
+                self.received[status.Get_source()] += 1
+            self.failure = None
+        sent = np.zeros(self.size, dtype=np.int64)
+        if self.rank + 1 < self.size:
+            sent[self.rank + 1] = len(self.sends)
+        for r in range(self.size):
+            if self.notices and r != self.rank:
+                sent[r] += 1
+        expected = np.empty_like(sent)
+        self.comm.Alltoall(sent, expected)
+        status = MPI.Status()
+        for source in np.flatnonzero(expected > self.received):
+            for _ in range(expected[source] - self.received[source]):
+                self.comm.Probe(source, MPI.ANY_TAG, status)
+                if status.Get_tag() == _FAILED:
+                    self.comm.recv(source=source, tag=_FAILED)
+                else:
+                    self.comm.Recv(np.empty(self.shape), source, status.Get_tag())
+        MPI.Request.Waitall(self.notices + [r for r, _ in self.sends])
 
 
 def run_mpi(u0, coarse, fine, config, comm=None, pipelined=True, hooks=()):
@@ -156,7 +181,7 @@ def _run(MPI, comm, u0, coarse, fine, config, pipelined, hooks):
     except Exception as exc:  # noqa: BLE001 - reported on every rank below
         error = exc
         link.fail(exc)
-    link.close(comm.allreduce(error is not None, op=MPI.LOR))
+    link.close()
     # a SliceFailed only echoes the first error, which its own rank reports
     raise_on_any(comm, None if isinstance(error, SliceFailed) else error, "parareal.run_mpi")
     u_end = comm.bcast(s.u_out if rank == last else None, root=last)
