@@ -154,9 +154,10 @@ HISTORY_PARTS = {("bicgstab", "hor_131")}
 # Where rounding alone decides the count, it is not compared: BiCGStab with Jacobi on the
 # ill-conditioned real matrices.  b perturbed by 4 ulps moves the difference between the
 # derived and the base count over -5..+3 (bcsstk01, ~50 iterations), -5..+1 (nos4, ~63),
-# -5..+4 (hor_131, ~136) (benchmarks/rounding_spread.py; docs/rounding.md has the tables);
-# the test keeps convergence, the true residual and the first residual norms there.
-COUNT_BY_ROUNDING = {("bicgstab", "bcsstk01"), ("bicgstab", "nos4"), ("bicgstab", "hor_131")}
+# -5..+11 (hor_131, ~136), and CGS's on 494_bus over -2..+17 (~395, against the 5% bound
+# of 20) (benchmarks/rounding_spread.py at 1 and 2 ranks; docs/rounding.md has the tables).
+# The test keeps convergence, the true residual and the first residual norms there.
+COUNT_BY_ROUNDING = {("bicgstab", "bcsstk01"), ("bicgstab", "nos4"), ("bicgstab", "hor_131"), ("cgs", "494_bus")}
 
 
 def problem(comm, name):

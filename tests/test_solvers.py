@@ -11,13 +11,16 @@ from helpers import COND, load, reference_stencil, rel, scipy_solve
 # How each (method, problem) is expected to compare with scipy at rtol 1e-8:
 #   "match": iteration counts within 1, solutions as close as the conditioning allows
 #            (||x - x_scipy|| / ||x|| <= 10 cond(A) rtol);
-#   "close": counts within 5% or 2 (ill-conditioned, where the summation order of a
-#            partition changes the count; or CR's short recurrence against full GMRES);
+#   "close": counts within 10% or 3 (ill-conditioned, where the summation order of a
+#            partition changes the count; or CR's short recurrence against full GMRES).
+#            b perturbed by 4 ulps moves CG's difference to scipy's by up to 4.6% (bcsstk01,
+#            -5..+6 of ~132), 3.4% (1138_bus), 2% (494_bus), +-1 on nos4
+#            (benchmarks/rounding_spread.py, 1 and 2 ranks); the bound is twice that;
 #   "converges": converges to the true residual, counts not compared (erratic BiCGStab or
 #               restarted GMRES with hundreds of restarts, where rounding changes the path).
 # A problem missing from a method's table is one it is not expected to solve unpreconditioned.
 SYMMETRIC_CASES = {"poisson2d": "match", "poisson3d": "match", "anisotropic2d": "match",
-                   "bcsstk01": "close", "nos4": "match", "gr_30_30": "match",
+                   "bcsstk01": "close", "nos4": "close", "gr_30_30": "match",
                    "494_bus": "close", "1138_bus": "close", "bcsstk15": "close"}
 EXPECT = {
     "cg": SYMMETRIC_CASES,
@@ -77,7 +80,7 @@ def test_against_scipy(comm, method, name):
     else:
         # the partition's summation order moves these counts by a few (scipy's dots come
         # from the machine's BLAS, ours from Numba's vectorization)
-        assert abs(res.iterations - its_ref) <= max(3, 0.05 * its_ref), (res.iterations, its_ref)
+        assert abs(res.iterations - its_ref) <= max(3, 0.10 * its_ref), (res.iterations, its_ref)
 
 
 @pytest.mark.mpi

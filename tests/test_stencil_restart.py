@@ -32,7 +32,9 @@ def test_killed_stencil_run_resumes_to_the_identical_grid(tmp_path, ranks, sched
     proc = subprocess.Popen(resume, env=env, cwd=ROOT, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 240
-    while not glob.glob(str(checkpoints / "step*.rank0.npy")):
+    # killed once every rank has written a checkpoint (the ranks write theirs one after
+    # the other; a kill before the last would leave nothing to resume from)
+    while not all(glob.glob(str(checkpoints / f"step*.rank{r}.npy")) for r in range(ranks)):
         assert proc.poll() is None, "the run ended before it could be killed"
         assert time.monotonic() < deadline
         time.sleep(0.02)
