@@ -168,7 +168,9 @@ def test_matrices_through_petsc_pcs(comm, name, pc, pair):
     if reason_p < 0:
         assert theirs == "gmres" and reason == reason_p   # stagnation, both at max_it
         return
-    assert res < 1e-8 * 1.01 and res_p < 1e-8 * 1.01
+    # PETSc's pipelined KSPs stop on a recursive residual that drifts from b - A x (pipecg
+    # with bjacobi on 1138_bus at 4 ranks: 1.015e-8); ours checks the true one at the end
+    assert res < 1e-8 * 1.01 and res_p < 1e-8 * (1.1 if theirs.startswith("pipe") else 1.01)
     if (name, theirs) not in ROUNDING_DECIDES:
         assert abs(its - its_p) <= max(3, 0.05 * its_p), (its, its_p)
 
