@@ -1,5 +1,5 @@
-"""The stencil benchmarks run end to end on a small grid and print every row the README
-quotes (their figures are measurements for the README, not asserted here)."""
+"""The stencil benchmarks run end to end on a small grid and print every row
+docs/performance.md quotes (their figures are measurements, not asserted here)."""
 import os
 import re
 import subprocess
