@@ -88,3 +88,37 @@ def test_shape_mismatch_and_bad_tolerances(comm):
         pk.cg(A, np.ones(36), rtol=-1)
     with pytest.raises(ValueError, match="maxiter"):
         pk.gmres(A, np.ones(36), maxiter=0)
+
+
+# ---------------------------------------------------------------- user code that raises
+SOLVERS = {"cg": pk.cg, "p-cg": pk.pipelined("cg"), "bicgstab": pk.bicgstab,
+           "p-bicgstab": pk.pipelined("bicgstab"), "gmres": pk.gmres,
+           "p(3)-cg": lambda *a, **k: pk.plcg(*a, depth=3, **k)}
+
+
+class CallbackError(Exception):
+    pass
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("what", ["callback", "M", "monitor", "last callback"])
+@pytest.mark.parametrize("name", sorted(SOLVERS))
+def test_user_code_raising_on_one_rank_raises_on_every_rank(comm, name, what):
+    """A callback, callable M or monitor that raises on one rank: every rank raises the
+    original exception type, naming that rank, at the next reduction (or at the end of
+    the solve, for the last callback); no rank waits forever."""
+    A = pk.poisson2d(comm, 12)
+    b = A.matvec(np.ones(A.partition.nlocal))
+    culprit = comm.size - 1 if what == "M" else 0
+    calls, fail_at = [0], [None]
+
+    def count():
+        calls[0] += 1
+        if comm.rank == culprit and calls[0] == fail_at[0]:
+            raise CallbackError(f"{what} failed here")
+    user = {"callback": {"callback": lambda x: count()}, "last callback": {"callback": lambda x: count()},
+            "M": {"M": lambda r: (count(), r)[1]}, "monitor": {"monitor": lambda i, r: count()}}[what]
+    SOLVERS[name](A, b, rtol=1e-8, **user)    # counts the calls
+    fail_at[0], calls[0] = calls[0] if what == "last callback" else min(3, calls[0]), 0
+    with pytest.raises(CallbackError, match=(f"rank {culprit}: " if comm.size > 1 else "") + f"{what} failed here"):
+        SOLVERS[name](A, b, rtol=1e-8, **user)

@@ -7,7 +7,12 @@ This is the one step every pipelined method is built around (PETSc's
   tests and benchmarks read;
 * can inject latency: a wait does not complete before ``start + latency``, emulating the
   reduction of a large machine on a small one;
-* pokes progress (``MPI_Test``) when asked, so overlap happens without a progress thread.
+* pokes progress (``MPI_Test``) when asked, so overlap happens without a progress thread;
+* carries a failure flag: an exception of user code on one rank (a callback, a callable
+  preconditioner or monitor) is recorded with :meth:`FusedReduction.fail`, travels as one
+  more summand of the next reduction, and is raised on every rank at its end, as the
+  original exception.  The ranks meet at every reduction, so no rank waits forever for
+  one that failed, and it costs no message of its own.
 """
 import time
 from collections import namedtuple
@@ -15,6 +20,8 @@ from contextlib import contextmanager
 
 import numpy as np
 from mpi4py import MPI
+
+from .errors import raise_on_any
 
 __all__ = ["FusedReduction", "PendingReduction", "Event"]
 
@@ -38,6 +45,8 @@ class PendingReduction:
     def wait(self):
         """Complete the reduction (not before start + latency).  Collective."""
         owner = self.owner
+        if self.done and self not in owner.pending:  # completed when a failure was raised
+            return self.result[:-1]
         t0 = time.perf_counter()
         ready = self.started + owner.latency
         while time.perf_counter() < ready:
@@ -49,7 +58,9 @@ class PendingReduction:
         owner.blocked_time += t1 - t0
         owner._record("wait", self.label, t0, t1, self.id)
         owner.pending.remove(self)
-        return self.result
+        if self.result[-1] > 0:  # some rank's user code failed: every rank raises it here
+            owner._raise_failure()
+        return self.result[:-1]
 
 
 class FusedReduction:
@@ -82,10 +93,19 @@ class FusedReduction:
         self.blocked_time = 0.0
         self.count = 0
         self.t_origin = time.perf_counter()
+        self.failure = None
+
+    def fail(self, error):
+        """Record an exception of user code on this rank; the next reduction to complete
+        raises it on every rank.  Local: this rank carries on to that reduction."""
+        if self.failure is None:
+            self.failure = error
+        if self.comm.Get_size() == 1:
+            self._raise_failure()
 
     def start(self, values, label=""):
         """Start one Iallreduce (sum) of the given local scalars.  Collective."""
-        send = np.array(values, dtype=np.float64).ravel()
+        send = np.append(np.asarray(values, dtype=np.float64).ravel(), float(self.failure is not None))
         result = np.empty_like(send)
         now = time.perf_counter()
         request = self.comm.Iallreduce(send, result, op=MPI.SUM)
@@ -95,6 +115,27 @@ class FusedReduction:
         self.pending.append(pending)
         self._record("start", label, now, now, self.count)
         return pending
+
+    def agree(self):
+        """Where a solve ends: a failure after its last reduction reaches every rank too.
+        Collective: one blocking Allreduce of the flag, neither counted nor traced nor
+        delayed by the injected latency (it belongs to no method)."""
+        flag = np.array([float(self.failure is not None)])
+        if self.comm.Get_size() > 1:
+            self.comm.Allreduce(MPI.IN_PLACE, flag, op=MPI.SUM)
+        if flag[0] > 0:
+            self._raise_failure()
+
+    def _raise_failure(self):
+        for pending in list(self.pending):  # every rank started them: they complete
+            pending.request.Wait()
+            pending.done = True
+            self.pending.remove(pending)
+        error, self.failure = self.failure, None
+        if self.comm.Get_size() == 1:
+            raise error
+        raise_on_any(self.comm, error)
+        raise RuntimeError("a rank's user code failed")  # unreachable: raise_on_any raised
 
     def allreduce(self, values, label=""):
         """Start and wait at once: the blocking reduction of the classic methods."""

@@ -64,12 +64,27 @@ class SolverRun:
 
     # -------------------------------------------------------------- loop helpers
     def precondition(self, r, z):
-        """z = M^{-1} r (a copy of r without a preconditioner)."""
+        """z = M^{-1} r (a copy of r without a preconditioner).
+
+        A user's M that raises on this rank is reported on every rank at the next
+        reduction (:meth:`user_failed`); until then this rank goes on with z = r."""
         if self.M is None:
             z[:] = r
         else:
-            self.M(r, z)
+            try:
+                self.M(r, z)
+            except Exception as exc:  # noqa: BLE001 - raised on every rank at the next reduction
+                z[:] = r
+                self.user_failed(exc, "M")
         return z
+
+    def user_failed(self, exc, what):
+        """User code (``what``: callback, M, monitor) raised on this rank: record it, to be
+        raised on every rank as the original exception where the ranks next meet (the
+        next reduction, or the end of the solve); one rank alone raises at once."""
+        if hasattr(exc, "add_note"):  # Python >= 3.11: the failing rank's traceback says so
+            exc.add_note(f"raised by the {what} given to {self.method}, on rank {self.comm.Get_rank()}")
+        self.reduction.fail(exc)
 
     def converged(self, iteration, rnorm):
         """Record ``rnorm`` (global), print the monitor line; True when converged.
@@ -78,7 +93,10 @@ class SolverRun:
         """
         self.history.append(rnorm)
         if callable(self.monitor):
-            self.monitor(iteration, rnorm)
+            try:
+                self.monitor(iteration, rnorm)
+            except Exception as exc:  # noqa: BLE001 - raised on every rank at the next reduction
+                self.user_failed(exc, "monitor")
         elif self.monitor and self.comm.Get_rank() == 0:
             print(f"{iteration:4d} KSP Residual norm {rnorm:.12e}", file=_stream(self.monitor), flush=True)
         if not np.isfinite(rnorm):
@@ -93,7 +111,11 @@ class SolverRun:
     def iterated(self, x):
         """Call the user's callback with the current iterate (whole if A was whole)."""
         if self.callback is not None:
-            self.callback(self.A.gather(x) if self.whole else x)
+            xk = self.A.gather(x) if self.whole else x
+            try:
+                self.callback(xk)
+            except Exception as exc:  # noqa: BLE001 - raised on every rank at the next reduction
+                self.user_failed(exc, "callback")
 
     def norm(self, v, label):
         return float(np.sqrt(self.reduction.allreduce([v @ v], label)[0]))
@@ -154,7 +176,9 @@ class SolverRun:
         try:
             x, iterations, reason = loop(self)
         except Breakdown as exc:
+            self.reduction.agree()
             return self.finish(self.x, self.iterations, exc.reason, str(exc))
+        self.reduction.agree()   # user code that failed after the last reduction
         return self.finish(x, iterations, reason)
 
     def stop_reason(self):
