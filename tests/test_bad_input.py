@@ -122,3 +122,26 @@ def test_user_code_raising_on_one_rank_raises_on_every_rank(comm, name, what):
     fail_at[0], calls[0] = calls[0] if what == "last callback" else min(3, calls[0]), 0
     with pytest.raises(CallbackError, match=(f"rank {culprit}: " if comm.size > 1 else "") + f"{what} failed here"):
         SOLVERS[name](A, b, rtol=1e-8, **user)
+
+
+MISMATCHES = {
+    "rtol": (lambda A, b, r: pk.cg(A, b, rtol=1e-8 if r == 0 else 1e-6), "rtol: 1e-08 on rank"),
+    "maxiter": (lambda A, b, r: pk.cg(A, b, maxiter=100 + r), "maxiter: 100 on rank"),
+    "M": (lambda A, b, r: pk.cg(A, b, M="jacobi" if r == 0 else None), "M: 'jacobi' on rank"),
+    "solver": (lambda A, b, r: (pk.cg if r == 0 else pk.pipelined("cg"))(A, b), "solver: cg on rank"),
+    "whole A": (lambda A, b, r: pk.cg(load("nos4") * (1 + r), load("nos4") @ np.ones(100)), "A: crc32"),
+    "whole b": (lambda A, b, r: pk.cg(load("nos4"), np.ones(100) * (1 + r)), "b: crc32"),
+}
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("case", sorted(MISMATCHES))
+def test_ranks_called_with_different_arguments(comm, case):
+    """Ranks that call a solver differently (another rtol, maxiter, M, solver, or another
+    matrix or b given whole) all raise, naming what differs, instead of solving a mixture
+    or waiting forever in mismatched collectives."""
+    A = pk.poisson2d(comm, 10)
+    b = A.matvec(np.ones(A.partition.nlocal))
+    call, message = MISMATCHES[case]
+    with pytest.raises(ValueError, match=f"different arguments .*{message}"):
+        call(A, b, comm.rank)

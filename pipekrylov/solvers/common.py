@@ -1,7 +1,9 @@
 """Input handling, convergence test, monitor and timings shared by every solver."""
 import functools
+import os
 import sys
 import time
+import zlib
 
 import numpy as np
 
@@ -33,6 +35,8 @@ class SolverRun:
         if comm is None:
             comm = A.comm if _distributed(A) else _world()
         self.comm = comm
+        _check_same_on_every_rank(comm, method, A, b, rtol=rtol, atol=atol, maxiter=maxiter,
+                                  M=M, latency=latency)
         with collective_check(comm, method):
             if not (np.isfinite(rtol) and np.isfinite(atol)) or rtol < 0 or atol < 0:
                 raise ValueError(f"tolerances must be finite and nonnegative: rtol={rtol}, atol={atol}")
@@ -183,6 +187,68 @@ class SolverRun:
 
     def stop_reason(self):
         return "converged_atol" if self.atol > self.rtol * self.bnorm else "converged_rtol"
+
+
+def _check_same_on_every_rank(comm, method, A, b, **arguments):
+    """Every rank must call the same solver with the same arguments, or the ranks walk
+    into different collectives and wait forever.  Compares the method, the scalar
+    arguments, the kind of M and, for a matrix or b given whole, a checksum of it (a
+    CRC32 pass over its arrays, O(nnz) per rank; PIPEKRYLOV_CHECK_WHOLE=0 skips it for
+    huge inputs).  Collective: one allgather of a few short strings."""
+    if comm.Get_size() == 1:
+        return
+    mine = {"solver": method, **{k: _describe(v) for k, v in arguments.items()}}
+    if os.environ.get("PIPEKRYLOV_CHECK_WHOLE", "1") != "0":
+        mine.update(_whole_checksums(A, b))
+    everyone = comm.allgather(mine)
+    differ = sorted({k for f in everyone for k in set(f) | set(mine) if f.get(k) != mine.get(k)})
+    if differ:
+        what = "; ".join(f"{k}: " + ", ".join(f"{value} on rank(s) {ranks}" for value, ranks in
+                                              _group(f.get(k, "-") for f in everyone).items())
+                         for k in differ)
+        raise ValueError(f"{method}: the ranks were called with different arguments ({what}); "
+                         f"every rank must make the same call")
+
+
+def _group(values):
+    """{value: '0,2,5' or '0..99 (100)'}, the ranks holding each value."""
+    ranks = {}
+    for rank, value in enumerate(values):
+        ranks.setdefault(value, []).append(rank)
+    return {v: ",".join(map(str, r)) if len(r) < 6 else f"{r[0]}..{r[-1]} ({len(r)})" for v, r in ranks.items()}
+
+
+def _describe(value):
+    if value is None or isinstance(value, (str, bool, int)):
+        return repr(value)
+    if isinstance(value, float):
+        return repr(float(value))
+    if isinstance(value, np.generic):
+        return repr(value.item())
+    return type(value).__name__
+
+
+def _whole_checksums(A, b):
+    """CRC32s of what was given whole (the same on every rank by contract)."""
+    sums = {}
+    try:
+        n = A.partition.n if _distributed(A) else A.shape[0]
+        if not _distributed(A):
+            S = _as_sparse(A).tocsr()
+            sums["A"] = _crc(S.indptr, S.indices, S.data, np.array(S.shape))
+        v = np.asarray(b)
+        if v.size == n:
+            sums["b"] = _crc(v)
+    except Exception:  # noqa: BLE001 - malformed inputs are reported by the checks that follow
+        pass
+    return sums
+
+
+def _crc(*arrays):
+    value = 0
+    for a in arrays:
+        value = zlib.crc32(np.ascontiguousarray(a).view(np.uint8), value)
+    return f"crc32 {value:08x}"
 
 
 def _distributed(A):
