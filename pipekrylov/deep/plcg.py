@@ -276,7 +276,7 @@ def _start(run, x, l, sigma, G, apply, report_initial):
     """
     basis = krylov_basis(run, run.b - run.A.matvec(x), 2 * l, symmetric=True, apply=apply)
     beta = basis.beta
-    done = run.converged(run.iterations, beta) if report_initial else beta < run.atol
+    done = run.converged(run.iterations, beta) if report_initial else beta <= run.atol
     if done or beta == 0.0:
         return None
     if basis.invariant:                # the Krylov space ends within these steps: CG's last step

@@ -102,7 +102,7 @@ def _cycle(run, l, m, sigma, pipe, report_initial):
         w = apply_B(Z[it], pool)[0] if it < m else None  # z_(it+1) is needed up to z_m
         if it == l:
             beta = float(np.sqrt(max(pipe.wait(0)[0], 0.0)))
-            converged = run.converged(run.iterations, beta) if report_initial else beta < run.atol
+            converged = run.converged(run.iterations, beta) if report_initial else beta <= run.atol
             if converged or beta == 0.0:
                 return "converged"
             Z[:l + 1] /= beta

@@ -168,7 +168,7 @@ class GeneratedSolver:
                 if k == 0:
                     rnorm = float(np.sqrt(max(eval(self.norm, {}, scal), 0.0)))
                     reported = state is None or iteration > first
-                    if run.converged(iteration, rnorm) if reported else rnorm < run.atol:
+                    if run.converged(iteration, rnorm) if reported else rnorm <= run.atol:
                         # the recursive residual can drift from b - A x: accept only a
                         # true residual that passes too, else restart from x (the drift is
                         # then large against r, and the scalar recurrences, which assume
@@ -182,10 +182,11 @@ class GeneratedSolver:
                         return vec["x"], iteration, "diverged_its"
                 try:
                     self._scalars(k, scal)
-                except Breakdown:
+                except Breakdown as exc:
                     # after a replacement the scalar recurrences may break down; with
                     # replacement on, restart once from x (a second time in a row is real)
                     if not check or (restarted_at is not None and iteration - restarted_at <= 2):
+                        self._raise_lost_accuracy(run, vec, exc)
                         raise
                     self._startup(run, vec, scal)
                     run.replacements += 1
@@ -217,23 +218,42 @@ class GeneratedSolver:
                 raise Breakdown(test[2], f"p-{self.method.name}: {test[1]} fails "
                                          f"({name} = {scal[name]:.3e})")
 
-    def _replace_if_drifted(self, run, vec):
-        """Replace the residual if it has drifted from b - A x.  Collective.
-
-        Measured, not estimated: one SpMV and one small reduction, every 25 iterations.
-        Replace when the drift exceeds sqrt(eps) ||b - A x|| and the rounding error of
-        b - A x itself (below that a replacement gains nothing and its perturbation of
-        the recurrences costs convergence), while the solve is not about to end.
-        """
+    def _drift(self, run, vec):
+        """(||b - A x - r||, ||b - A x||, the rounding floor of b - A x): how far the
+        recursive residual has drifted from the true one.  Collective: one SpMV, one
+        small reduction."""
         m = self.method
         x = vec[m.solution]
         true = vec["b"] - run.A.matvec(x)
         gap = true - vec[m.residual]
         gap2, true2, x2 = run.reduction.allreduce([gap @ gap, true @ true, x @ x], "drift check")
-        eps = np.finfo(float).eps
-        floor = eps * (run.norm_inf_a * np.sqrt(x2) + run.bnorm)
-        if gap2 > eps * true2 and np.sqrt(gap2) > floor and np.sqrt(true2) > run.atol:
+        floor = np.finfo(float).eps * (run.norm_inf_a * np.sqrt(x2) + run.bnorm)
+        return np.sqrt(gap2), np.sqrt(true2), floor
+
+    def _drifted(self, gap, true, floor):
+        """Drifted: by more than sqrt(eps) ||b - A x|| and more than the rounding error of
+        b - A x itself (below that a replacement gains nothing)."""
+        return gap > np.sqrt(np.finfo(float).eps) * true and gap > floor
+
+    def _replace_if_drifted(self, run, vec):
+        """Replace the residual if it has drifted from b - A x, while the solve is not
+        about to end.  Collective.  Measured, not estimated, every 25 iterations: a
+        replacement below the drift gains nothing, and its perturbation of the
+        recurrences costs convergence."""
+        gap, true, floor = self._drift(run, vec)
+        if self._drifted(gap, true, floor) and true > run.atol:
             self._replace(run, vec)
+
+    def _raise_lost_accuracy(self, run, vec, breakdown):
+        """A check of the base method (``alpha > 0`` for an indefinite matrix, say) that
+        fails once the recurrences have drifted from b - A x tells of lost accuracy, not
+        of the matrix: raise that instead.  Collective (the breakdown is on every rank)."""
+        gap, true, floor = self._drift(run, vec)
+        if self._drifted(gap, true, floor):
+            raise Breakdown("diverged_lost_accuracy",
+                            f"{breakdown} after the recursive residual drifted from b - A x by "
+                            f"{gap / max(true, 1e-300):.1e} of it: the pipelined recurrences lost "
+                            f"accuracy (residual replacement, replace_automatic=True, keeps it)") from breakdown
 
     def _replace(self, run, vec):
         """Residual replacement: the residual and every image from their definitions."""

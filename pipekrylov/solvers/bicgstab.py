@@ -74,7 +74,7 @@ def _bicgstab_loop(run):
         run.precondition(r, shat)
         matvec(shat, t)
         ts, tt, ss = reduce([t @ r, t @ t, ss], "(t,s) (t,t) (s,s)")
-        if np.sqrt(ss) < run.atol:
+        if np.sqrt(ss) <= run.atol:
             x += alpha * phat
             run.iterations = iteration + 1
             run.converged(iteration + 1, np.sqrt(ss))

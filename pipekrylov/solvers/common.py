@@ -105,7 +105,7 @@ class SolverRun:
             print(f"{iteration:4d} KSP Residual norm {rnorm:.12e}", file=_stream(self.monitor), flush=True)
         if not np.isfinite(rnorm):
             raise Breakdown("diverged_nanorinf", "residual norm is not finite")
-        return rnorm < self.atol
+        return rnorm <= self.atol
 
     def note(self, message):
         """An event worth a line in a printing monitor (a restart, say); rank 0 prints it."""
@@ -137,7 +137,7 @@ class SolverRun:
         r = self.b - self.A.matvec(x)
         mr = self.precondition(r, np.empty_like(r)) if natural and self.M is not None else r
         true = float(np.sqrt(max(self.reduction.allreduce([r @ mr], "true ||r||")[0], 0.0)))
-        if true < self.atol:
+        if true <= self.atol:
             return True
         self.history[-1] = true
         return False
@@ -181,12 +181,24 @@ class SolverRun:
             x, iterations, reason = loop(self)
         except Breakdown as exc:
             self.reduction.agree()
+            if self._solved_to_rounding(self.x):
+                return self.finish(self.x, self.iterations, "converged_atol",
+                                   f"b - A x at the rounding level where the recurrence broke down ({exc})")
             return self.finish(self.x, self.iterations, exc.reason, str(exc))
         self.reduction.agree()   # user code that failed after the last reduction
         return self.finish(x, iterations, reason)
 
+    def _solved_to_rounding(self, x):
+        """A breakdown of the recurrences once ``b - A x`` is down to its own rounding
+        error (as with rtol = atol = 0, run to the exact solution) is the solution, not
+        a failure.  Collective: one SpMV, one reduction."""
+        r = self.b - self.A.matvec(x)
+        rr, xx = self.reduction.allreduce([r @ r, x @ x], "true ||r|| at a breakdown")
+        floor = np.finfo(float).eps * (self.norm_inf_a * np.sqrt(xx) + self.bnorm)
+        return bool(np.isfinite(floor) and np.sqrt(rr) <= max(self.atol, 10 * floor))
+
     def stop_reason(self):
-        return "converged_atol" if self.atol > self.rtol * self.bnorm else "converged_rtol"
+        return "converged_atol" if self.atol > self.rtol * self.bnorm or self.atol == 0 else "converged_rtol"
 
 
 def _check_same_on_every_rank(comm, method, A, b, **arguments):

@@ -67,7 +67,7 @@ def _gmres_loop(run, m):
                 V[j] = w / hnext
             # The cycle's last estimate is not recorded: the true residual after the
             # update is, at the top of the outer loop.
-            if happy or j == m or iteration == run.maxiter or abs(g[j]) < run.atol:
+            if happy or j == m or iteration == run.maxiter or abs(g[j]) <= run.atol:
                 break
             run.converged(iteration, abs(g[j]))
         y = la.solve_triangular(H[:j, :j], g[:j])

@@ -11,6 +11,7 @@ REASONS = {
     "diverged_its": -3,
     "diverged_breakdown": -5,
     "diverged_breakdown_bicg": -6,
+    "diverged_lost_accuracy": -5,   # a pipelined method's recurrences drifted (PETSc: breakdown)
     "diverged_indefinite_pc": -8,
     "diverged_nanorinf": -9,
     "diverged_indefinite_mat": -10,
@@ -41,7 +42,8 @@ class SolveResult(tuple):
     reason : str
         ``converged_rtol``, ``converged_atol``, ``diverged_its``, ``diverged_breakdown``,
         ``diverged_indefinite_mat``, ``diverged_indefinite_pc``, ``diverged_nanorinf``,
-        ``diverged_pc_failed``, ...
+        ``diverged_pc_failed``, ``diverged_lost_accuracy`` (a pipelined method's
+        recurrences drifted from b - A x until a check failed), ...
     message : str
         A sentence saying why it stopped.
     iterations : int
