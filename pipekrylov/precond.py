@@ -12,7 +12,7 @@ import numpy as np
 from .kernels import fused_kernel
 from .kernels.triangular import ilu0_factor, ilu0_solve
 from .matrix.distributed import CSRBlock
-from .parallel import raise_on_any
+from .parallel import RowPartition, raise_on_any
 
 __all__ = ["Jacobi", "BlockJacobi", "PreconditionerFailure", "make_preconditioner"]
 
@@ -87,22 +87,25 @@ class BlockJacobi(_Timed):
 
 
 class _Operator(_Timed):
-    """A user's M: a DistributedCSR (applied by matvec) or a callable z = M(r)."""
+    """A user's M, applied to this rank's slice: ``z = apply(r)``."""
 
     name = "user"
 
-    def __init__(self, M):
-        self.M = M
+    def __init__(self, apply):
+        self.apply_local = apply
 
     def apply(self, r, z):
-        if hasattr(self.M, "matvec") and hasattr(self.M, "partition"):
-            self.M.matvec(r, z)
-        else:
-            z[:] = (self.M.matvec if hasattr(self.M, "matvec") else self.M)(r)
+        z[:] = self.apply_local(r)
 
 
 def make_preconditioner(M, A):
-    """None, a name ('jacobi', 'ilu0', 'ic0', 'bjacobi'), a preconditioner or an operator."""
+    """None, a name ('jacobi', 'ilu0', 'ic0', 'bjacobi'), a preconditioner or an operator.
+
+    Operators: a DistributedCSR with A's rows (applied by its matvec); a scipy sparse
+    matrix or 2-D array given whole (distributed like A, then applied by matvec); a
+    scipy LinearOperator given whole (applied to the gathered vector, every rank keeping
+    its rows: an Allgatherv per application); or a callable ``z = M(r)`` on this rank's
+    slice.  Collective."""
     if M is None:
         return None
     if isinstance(M, str):
@@ -114,4 +117,27 @@ def make_preconditioner(M, A):
         raise ValueError(f"unknown preconditioner {M!r}: use 'jacobi', 'bjacobi', 'ilu0' or 'ic0'")
     if isinstance(M, _Timed):
         return M
+    p, error = A.partition, None
+    distributed = isinstance(getattr(M, "partition", None), RowPartition)
+    shape = (M.partition.n, M.partition.n) if distributed else getattr(M, "shape", None)
+    if shape is not None and tuple(shape) != (p.n, p.n):
+        error = ValueError(f"M has shape {tuple(shape)}: it must be ({p.n}, {p.n}), the shape of A")
+    elif distributed and (M.partition.start, M.partition.end) != (p.start, p.end):
+        error = ValueError(f"M holds rows {M.partition.start}..{M.partition.end - 1} on this rank, A "
+                           f"{p.start}..{p.end - 1}: distribute M with A's partition")
+    elif shape is None and not callable(M):
+        error = TypeError(f"M must be 'jacobi', 'ilu0', 'ic0', a matrix, a LinearOperator or a callable "
+                          f"z = M(r), got {type(M).__name__}")
+    raise_on_any(A.comm, error, "preconditioner")
+    if distributed:
+        return _Operator(lambda r: M.matvec(r))
+    import scipy.sparse as sp
+    if sp.issparse(M) or isinstance(M, np.ndarray):
+        from .matrix.distributed import DistributedCSR
+        D = DistributedCSR.from_scipy(sp.csr_matrix(M), A.comm, partition=p)
+        return _Operator(lambda r: D.matvec(r))
+    if shape is not None and hasattr(M, "matvec"):   # a LinearOperator given whole
+        if A.comm.Get_size() == 1:
+            return _Operator(lambda r: np.asarray(M.matvec(r)).ravel())
+        return _Operator(lambda r: np.asarray(M.matvec(A.gather(r))).ravel()[p.start:p.end])
     return _Operator(M)

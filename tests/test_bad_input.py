@@ -178,3 +178,22 @@ def test_pipelined_cg_losing_accuracy_is_not_an_indefinite_matrix(comm):
     D = pk.DistributedCSR.from_scipy(sp.diags(np.r_[np.linspace(1, 10, 20), -np.linspace(2, 20, 20)]).tocsr(), comm)
     res = pk.pipelined("cg")(D, np.ones(D.partition.nlocal), rtol=1e-8)
     assert res.reason == "diverged_indefinite_mat", (res.reason, res.message)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("kind", ["sparse", "array", "LinearOperator", "distributed"])
+def test_preconditioner_given_as_a_matrix(comm, kind):
+    """M as a matrix approximating A^-1 (scipy's convention, applied as M @ r): the same
+    iterations as M='jacobi' when it is D^-1; a wrong shape names M."""
+    import scipy.sparse.linalg as spla
+    from helpers import reference_stencil
+    S = reference_stencil("poisson2d", 12)
+    b = S @ np.ones(S.shape[0])
+    Dinv = sp.diags(1 / S.diagonal()).tocsr()
+    A = pk.DistributedCSR.from_scipy(S, comm)
+    M = {"sparse": Dinv, "array": Dinv.toarray(), "LinearOperator": spla.aslinearoperator(Dinv),
+         "distributed": pk.DistributedCSR.from_scipy(Dinv, comm, partition=A.partition)}[kind]
+    res = pk.cg(A, A.scatter(b), rtol=1e-8, M=M)
+    assert res.info == 0 and res.iterations == pk.cg(A, A.scatter(b), rtol=1e-8, M="jacobi").iterations
+    with pytest.raises(ValueError, match=r"M has shape \(5, 5\): it must be \(144, 144\)"):
+        pk.cg(A, A.scatter(b), M=sp.identity(5))
