@@ -117,11 +117,13 @@ def test_a_wrong_derivation_is_rejected(monkeypatch):
     ("p = u + (gamma / 2)*r", "products of scalars"),
     ("p = ", "cannot parse"),
     ("v = A q", "not a vector"),
+    ("p = u + zeta*r", "'p = u \\+ zeta\\*r' \\(iteration\\) reads 'zeta', which no statement defines"),
+    ("p = u + delta*r", "reads 'delta', which is set only later: give it a start-up value"),
 ])
 def test_bad_descriptions_are_clear_errors(line, message):
     with pytest.raises(ValueError, match=message):
         dv.Method(name="bad", title="bad", state=("x", "r"), startup=("Ax = A x", "r = b - Ax"),
-                  iteration=("u = M r", "gamma = (r, u)", line, "x = x + r"))
+                  iteration=("u = M r", "gamma = (r, u)", line, "x = x + r", "delta = (u, u)"))
 
 
 # ---------------------------------------------------------------- against the base methods

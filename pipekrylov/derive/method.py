@@ -207,12 +207,42 @@ class Method:
         for name in (self.residual, self.solution, *self.state):
             if name not in vectors:
                 raise ValueError(f"{self.name}: {name!r} is not a vector of the method")
+        self._check_names_defined()
         for stmt in self.parsed_iteration:
             if stmt.kind == "zero":
                 raise ValueError(f"{self.name}: '{stmt.text}': zero vectors belong in the start-up")
             if stmt.kind == "apply" and stmt.target in self.state:
                 raise ValueError(f"{self.name}: '{stmt.text}': an operator image cannot be a state vector; "
                                  "name it as a temporary")
+
+    def _check_names_defined(self):
+        """Every name a statement reads is defined: a constant, the solution, or set by a
+        start-up statement before it; in the iteration also by an earlier statement of
+        the iteration, or, for a vector, by a later one (the previous pass's value, zero
+        in the first).  A scalar the iteration reads before it sets it needs a start-up
+        value."""
+        import builtins
+        known = set(self.constants) | {self.solution} | set(dir(builtins))
+        carried = {st.target for st in self.parsed_iteration} & self.vectors
+
+        def check(stmt, known, where):
+            for name in stmt.vectors_read() + stmt.scalars_read():
+                if name not in known:
+                    later = name in {st.target for st in self.parsed_startup + self.parsed_iteration}
+                    raise ValueError(f"{self.name}: '{stmt.text}' ({where}) reads {name!r}, which "
+                                     + ("is set only later: give it a start-up value" if later
+                                        else "no statement defines"))
+        for stmt in self.parsed_startup:
+            check(stmt, known, "start-up")
+            known.add(stmt.target)
+        known |= carried
+        for stmt in self.parsed_iteration:
+            check(stmt, known, "iteration")
+            known.add(stmt.target)
+        for condition, _ in self.checks:
+            names = {n.id for n in ast.walk(ast.parse(condition, mode="eval")) if isinstance(n, ast.Name)}
+            for name in sorted(names - known):
+                raise ValueError(f"{self.name}: the check {condition!r} reads {name!r}, which no statement defines")
 
     def __str__(self):
         lines = [f"{self.title}", "start-up:"]
