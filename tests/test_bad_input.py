@@ -197,3 +197,19 @@ def test_preconditioner_given_as_a_matrix(comm, kind):
     assert res.info == 0 and res.iterations == pk.cg(A, A.scatter(b), rtol=1e-8, M="jacobi").iterations
     with pytest.raises(ValueError, match=r"M has shape \(5, 5\): it must be \(144, 144\)"):
         pk.cg(A, A.scatter(b), M=sp.identity(5))
+
+
+@pytest.mark.parametrize("method,depth,message", [
+    ("cg", 0, "positive integer"), ("cg", -1, "positive integer"), ("bicgstab", 0, "positive integer"),
+    ("cg", 2.5, "positive integer"), ("cg", 100, "from 1 to 16"), ("bicgstab", 2, "deep pipelines exist for"),
+])
+def test_depth_is_validated(method, depth, message):
+    with pytest.raises(ValueError, match=message):
+        pk.pipelined(method, depth=depth)
+
+
+def test_depth_too_deep_for_the_problem():
+    from mpi4py import MPI
+    A = pk.poisson2d(MPI.COMM_SELF, 3)
+    with pytest.raises(ValueError, match="depth 5 needs more than 10 unknowns"):
+        pk.plcg(A, np.ones(9), depth=5)

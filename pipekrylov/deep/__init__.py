@@ -7,8 +7,8 @@ changes the basis the method works in (Lanczos or Arnoldi on a shifted auxiliary
 ``pipekrylov.pipelined("cg", depth=l)`` and ``pipelined("gmres", depth=l)`` return them.
 """
 from .basis import SqrtBreakdown
-from .plcg import plcg
+from .plcg import MAX_DEPTH, plcg
 from .plgmres import plgmres
 from .spectrum import chebyshev_shifts
 
-__all__ = ["plcg", "plgmres", "chebyshev_shifts", "SqrtBreakdown"]
+__all__ = ["plcg", "plgmres", "chebyshev_shifts", "SqrtBreakdown", "MAX_DEPTH"]

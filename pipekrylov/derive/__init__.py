@@ -51,6 +51,7 @@ def derive(method, depth=1, replace_every=None, replace_automatic=False):
     replace_every, replace_automatic :
         Residual replacement, see :func:`.passes.residual_replacement`.
     """
+    _check_depth(depth)
     if _is_deep(method, depth):
         from ..deep.listing import deep_algorithm
         return deep_algorithm(method, depth)
@@ -81,6 +82,7 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, c
     algorithm and ``solver.source`` the generated code.  With ``check`` the derivation is
     verified first (:func:`verify`).
     """
+    _check_depth(depth)
     if _is_deep(method, depth):
         return _deep_solver(method, depth)
     method = _method(method)
@@ -117,6 +119,11 @@ def loop(method, replace_automatic=False):
     return _generated(derive(method, 1, None, replace_automatic))
 
 
+def _check_depth(depth):
+    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
+        raise ValueError(f"depth must be a positive integer, got {depth!r}")
+
+
 def _is_deep(method, depth):
     return isinstance(method, str) and (method == "gmres" or (method == "cg" and depth > 1))
 
@@ -124,6 +131,8 @@ def _is_deep(method, depth):
 def _deep_solver(name, depth):
     """p(l)-CG or p(l)-GMRES with the depth bound (pipekrylov.deep)."""
     from .. import deep
+    if name == "cg" and depth > deep.MAX_DEPTH:
+        raise ValueError(f"depth must be an integer from 1 to {deep.MAX_DEPTH} for p(l)-CG, got {depth}")
     template = deep.plcg if name == "cg" else deep.plgmres
 
     def solver(A, b, x0=None, **options):
