@@ -3,12 +3,15 @@
     python -m parareal run burgers --set n=40 --slices 24 --iterations 4 --reference
     mpiexec -n 4 python -m parareal run heat --mode mpi --iterations 2 --checkpoint ckpt/
 """
-import argparse
 import json
+import os
 import resource
 import sys
 
 import numpy as np
+
+from pipekrylov.atomic import atomic_write
+from pipekrylov.parallel.commandline import ArgumentParser, add_debug_option, run_command
 
 from .config import PararealConfig
 from .hooks import Checkpoint, PrintDefects
@@ -25,7 +28,7 @@ def _value(text):
 
 
 def parse(argv):
-    parser = argparse.ArgumentParser(prog="python -m parareal", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m parareal", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run Parareal on a named setup")
     run.add_argument("setup", choices=sorted(SETUPS))
@@ -42,19 +45,48 @@ def parse(argv):
     run.add_argument("--plot", metavar="PNG", help="plot the defect per iteration (with --reference: "
                      "to the serial fine run; else each slice's change)")
     run.add_argument("--output", metavar="NPZ", help="write the result (rank 0)")
+    add_debug_option(run)
     return parser.parse_args(argv)
+
+
+def _settings(items):
+    """--set KEY=VALUE ... as a dict (values parsed as JSON where they are)."""
+    params = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE, e.g. n=40")
+        params[key] = _value(value)
+    return params
+
+
+def _check(args):
+    """What can be refused before anything runs."""
+    for option, value in (("--slices", args.slices), ("--iterations", args.iterations)):
+        if value is not None and value < 1:
+            raise ValueError(f"{option} {value}: must be at least 1")
+    if args.output:
+        if os.path.isdir(args.output):
+            raise ValueError(f"--output {args.output}: a directory; give a file path (NPZ)")
+        folder = os.path.dirname(os.path.abspath(args.output))
+        if not os.path.isdir(folder):
+            raise ValueError(f"--output {args.output}: the folder {folder} does not exist")
 
 
 def main(argv=None):
     args = parse(argv)
-    params = dict(item.split("=", 1) for item in args.set)
-    setup = make_setup(args.setup, **{k: _value(v) for k, v in params.items()})
+    return run_command(lambda: _main(args), "parareal", args.debug)
+
+
+def _main(args):
+    _check(args)
+    setup = make_setup(args.setup, **_settings(args.set))
     comm = None
     if args.mode.startswith("mpi"):
         from mpi4py import MPI
         comm = MPI.COMM_WORLD
     rank = 0 if comm is None else comm.Get_rank()
-    slices = args.slices or (comm.Get_size() if comm is not None else 4)
+    slices = args.slices if args.slices is not None else (comm.Get_size() if comm is not None else 4)
     config = PararealConfig(slices, setup.t_end, args.iterations, tol=args.tol,
                             keep_history=args.reference)
     hooks = []
@@ -83,8 +115,9 @@ def main(argv=None):
     if rank == 0:
         _print(summary, setup)
         if args.output:
-            np.savez(args.output, u_end=result.u_end, changes=result.changes,
-                     summary=json.dumps(summary))
+            # the path as given (np.savez would add .npz), never half-written
+            atomic_write(args.output, lambda f: np.savez(f, u_end=result.u_end, changes=result.changes,
+                                                         summary=json.dumps(summary)))
     return 0
 
 

@@ -74,6 +74,17 @@ SETUPS = {"burgers": burgers, "heat": heat, "lorenz": lorenz, "brusselator": bru
 
 
 def make_setup(name, **params):
+    """The setup ``name`` with ``params``; a clear ValueError for an unknown name, an
+    unknown parameter or a size that cannot make a grid."""
     if name not in SETUPS:
         raise ValueError(f"unknown setup {name!r}; choose from {', '.join(SETUPS)}")
+    import inspect
+    known = inspect.signature(SETUPS[name]).parameters
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise ValueError(f"setup {name!r} has no parameter {', '.join(map(repr, unknown))}; "
+                         f"its parameters: {', '.join(f'{k}={v.default!r}' for k, v in known.items())}")
+    n = params.get("n")
+    if n is not None and not (isinstance(n, int) and n >= 2):
+        raise ValueError(f"setup {name!r}: n must be an integer of at least 2 (grid points per axis), got {n!r}")
     return SETUPS[name](**params)

@@ -11,6 +11,7 @@ _LAZY = {
     "poisson3d": "pipekrylov.matrix",
     "anisotropic2d": "pipekrylov.matrix",
     "convection_diffusion2d": "pipekrylov.matrix",
+    "read_matrix": "pipekrylov.matrix",
     "read_matrix_market": "pipekrylov.matrix",
     "read_petsc_binary": "pipekrylov.matrix",
     "write_petsc_binary": "pipekrylov.matrix",

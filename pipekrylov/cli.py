@@ -9,7 +9,6 @@
     demo    the main job: classic solvers at 1 and 2 ranks, with and without an
             injected reduction latency; prints a table (this is ``make demo``)
 """
-import argparse
 import json
 import math
 import os
@@ -20,19 +19,30 @@ import time
 
 import numpy as np
 
+from .parallel.commandline import ArgumentParser, add_debug_option, run_command
+
 GENERATORS = ("poisson2d", "poisson3d", "anisotropic2d", "convection_diffusion2d")
+METHODS = ("cg", "cr", "bicgstab", "gmres", "p-cg", "p-cr", "p-bicgstab", "p-cgs", "p-cg-hs", "p-gmres")
 
 
 def build_problem(comm, problem, matrix):
-    """The matrix of ``--problem NAME:N`` or ``--matrix FILE`` (.mtx or PETSc binary)."""
+    """The matrix of ``--problem NAME:N`` or ``--matrix FILE`` (Matrix Market, gzipped or
+    not, or PETSc binary: told apart by content)."""
     from . import matrix as mat
     if matrix:
-        reader = mat.read_matrix_market if matrix.endswith(".mtx") else mat.read_petsc_binary
-        return reader(matrix, comm), os.path.basename(matrix)
+        return mat.read_matrix(matrix, comm), os.path.basename(matrix)
+    name, n = parse_problem(problem)
+    return getattr(mat, name)(comm, n), problem
+
+
+def parse_problem(problem):
+    """``NAME:N`` -> (NAME, N), with NAME a generator and N >= 2 points per axis."""
     name, _, n = problem.partition(":")
     if name not in GENERATORS:
-        raise SystemExit(f"unknown problem {name!r}; choose from {', '.join(GENERATORS)}")
-    return getattr(mat, name)(comm, int(n or 100)), problem
+        raise ValueError(f"--problem {problem!r}: unknown problem {name!r}; choose from {', '.join(GENERATORS)}")
+    if n and not (n.isdigit() and int(n) >= 2):
+        raise ValueError(f"--problem {problem!r}: N must be an integer of at least 2 (points per axis)")
+    return name, int(n or 100)
 
 
 def solve_record(args, comm):
@@ -78,10 +88,11 @@ def solve_command(args):
         if args.json:
             print(json.dumps(record))
         else:
+            per_iteration = (f"{record['time_per_iteration'] * 1e3:.3f} ms/iteration" if record["iterations"]
+                             else f"{record['total'] * 1e3:.1f} ms in all")
             print(f"{args.method} on {record['problem']} (n={record['n']}, {comm.size} ranks): "
                   f"{record['reason']} in {record['iterations']} iterations, true relative "
-                  f"residual {record['true_residual']:.2e}, "
-                  f"{record['time_per_iteration'] * 1e3:.3f} ms/iteration, "
+                  f"residual {record['true_residual']:.2e}, {per_iteration}, "
                   f"{record['reductions_blocked'] * 1e3:.1f} ms blocked in reductions")
     return 0 if record["info"] == 0 else 1
 
@@ -205,20 +216,17 @@ def model_command(args):
 
 def model_problem_size(problem):
     """(n, nnz) of a generated problem NAME:N without building it."""
-    name, _, n = problem.partition(":")
-    n = int(n or 100)
+    name, n = parse_problem(problem)
     if name == "poisson3d":
         return n ** 3, 7 * n ** 3 - 6 * n ** 2
-    if name in GENERATORS:
-        return n ** 2, 5 * n ** 2 - 4 * n
-    raise SystemExit(f"unknown problem {name!r}; choose from {', '.join(GENERATORS)}")
+    return n ** 2, 5 * n ** 2 - 4 * n
 
 
 def derive_command(args):
     from . import derive as dv
     if args.method == "gmres" or args.depth > 1:
         if args.method not in ("cg", "gmres"):
-            raise SystemExit(f"depth {args.depth}: deep pipelines exist for cg and gmres only")
+            raise ValueError(f"--depth {args.depth}: deep pipelines exist for cg and gmres only")
         print(dv.derive(args.method, args.depth))
         return 0
     method = dv.BASE_METHODS[args.method]
@@ -236,14 +244,15 @@ def derive_command(args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="pipekrylov", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="pipekrylov", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    solve_options = argparse.ArgumentParser(add_help=False)
+    solve_options = ArgumentParser(add_help=False)
     option = solve_options.add_argument
     option("--problem", default="poisson2d:200", help="NAME:N, NAME one of " + ", ".join(GENERATORS))
     option("--matrix", help="a Matrix Market (.mtx) or PETSc binary file instead")
-    option("--method", default="cg", help="cg, cr, bicgstab, gmres, or a pipelined method: "
-                                          "p-cg, p-cr, p-bicgstab, p-cgs (derived), p-gmres")
+    option("--method", default="cg", choices=METHODS, metavar="METHOD",
+           help="cg, cr, bicgstab, gmres, or a pipelined method: p-cg, p-cr, p-bicgstab, "
+                "p-cgs, p-cg-hs (derived), p-gmres")
     option("--depth", type=int, default=1, help="pipeline depth l of p-cg (p(l)-CG) and p-gmres")
     option("--pc", default=None, help="jacobi, bjacobi, ilu0, ic0 (default none)")
     option("--rtol", type=float, default=1e-8)
@@ -303,5 +312,7 @@ def main(argv=None):
     demo.add_argument("--latency", type=float, default=5e-4, help="injected latency, seconds")
     demo.add_argument("--output", default="results/demo", help="folder for records, CSV, JSON, PNG")
     demo.set_defaults(run=demo_command)
+    for subparser in sub.choices.values():
+        add_debug_option(subparser)
     args = parser.parse_args(argv)
-    return args.run(args)
+    return run_command(lambda: args.run(args), "pipekrylov", args.debug)

@@ -7,14 +7,14 @@ Each rank builds its own layers of the initial grid (random values seeded per la
 the grid does not depend on the rank count).  A run killed midway and started again with
 the same arguments resumes from its last checkpoint and writes the identical result.
 """
-import argparse
-import sys
+import os
 import time
 
 import numpy as np
 from mpi4py import MPI
 
 from pipekrylov.atomic import atomic_write
+from pipekrylov.parallel.commandline import ArgumentParser, add_debug_option, run_command
 
 from .checkpoint import Checkpoint
 from .distributed import gather_layers, layer_partition
@@ -66,15 +66,35 @@ def run(args, comm):
     if rank0 and checkpoint is not None and checkpoint.resumed_from:
         print(f"resumed from the checkpoint of step {checkpoint.resumed_from}")
     if rank0:
-        updates = np.prod([n - (0 if stencil.periodic else 2) for n in shape]) * args.steps
-        print(f"{args.steps} steps in {seconds:.3f} s ({updates / seconds / 1e6:.0f} MLUP/s "
-              f"including setup); sum(u) = {total:.15e}")
+        # a resumed run did only the steps after its checkpoint
+        done = args.steps - (checkpoint.resumed_from if checkpoint is not None and checkpoint.resumed_from else 0)
+        updates = np.prod([n - (0 if stencil.periodic else 2) for n in shape]) * done
+        rate = f"{updates / seconds / 1e6:.0f} MLUP/s including setup" if done > 0 else "no steps to take"
+        print(f"{done} steps in {seconds:.3f} s ({rate}); sum(u) = {total:.15e}")
         if args.output:
             atomic_write(args.output, lambda f: np.save(f, grid))
 
 
+def check(args):
+    """What can be refused before anything runs."""
+    if args.n < 3:
+        raise ValueError(f"--n {args.n}: at least 3 points per axis (two of them boundary)")
+    if args.steps < 0:
+        raise ValueError(f"--steps {args.steps}: must not be negative")
+    for option, value in (("--threads", args.threads), ("--steps-per-pass", args.steps_per_pass),
+                          ("--block", args.block), ("--checkpoint-every", args.checkpoint_every)):
+        if value < 1:
+            raise ValueError(f"{option} {value}: must be at least 1")
+    if args.output:
+        if os.path.isdir(args.output):
+            raise ValueError(f"--output {args.output}: a directory; give a file path (NPY)")
+        folder = os.path.dirname(os.path.abspath(args.output))
+        if not os.path.isdir(folder):
+            raise ValueError(f"--output {args.output}: the folder {folder} does not exist")
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m stencil", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m stencil", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="advance a heat-equation grid")
     r.add_argument("--ndim", type=int, choices=(2, 3), default=3)
@@ -96,11 +116,11 @@ def main(argv=None):
     r.add_argument("--checkpoint-every", type=int, default=50, metavar="STEPS")
     r.add_argument("--monitor", action="store_true", help="print max|u| after each pass")
     r.add_argument("--output", metavar="NPY", help="write the final grid (rank 0)")
+    add_debug_option(r)
     args = parser.parse_args(argv)
-    try:
+
+    def body():
+        check(args)
         run(args, MPI.COMM_WORLD)
-    except ValueError as error:       # raised on every rank (collective checks)
-        if MPI.COMM_WORLD.Get_rank() == 0:
-            print(f"error: {error}", file=sys.stderr)
-        return 2
-    return 0
+        return 0
+    return run_command(body, "stencil", args.debug)

@@ -13,9 +13,61 @@ from ..parallel import collective_check
 from ..parallel.partition import RowPartition
 from .distributed import DistributedCSR
 
-__all__ = ["read_matrix_market", "read_petsc_binary", "write_petsc_binary"]
+__all__ = ["read_matrix", "read_matrix_market", "read_petsc_binary", "write_petsc_binary"]
 
 PETSC_MAT_CLASSID = 1211216
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def read_matrix(path, comm):
+    """Read a Matrix Market file (``.gz`` too) or a PETSc binary matrix, whichever the
+    file holds: the format is read from its first bytes, not from its name.  Collective.
+
+    A gzipped file is decompressed and parsed by rank 0 and distributed from there (it
+    cannot be read in parallel byte ranges); the others are read in parallel.
+    """
+    kind = None
+    with collective_check(comm, f"read_matrix({os.path.basename(str(path))})"):
+        if comm.Get_rank() == 0:
+            kind = _sniff(path)
+    kind = comm.bcast(kind, root=0)
+    if kind == "petsc":
+        return read_petsc_binary(path, comm)
+    if kind == "mm":
+        return read_matrix_market(path, comm)
+    A = None
+    with collective_check(comm, f"read_matrix({os.path.basename(str(path))})"):
+        if comm.Get_rank() == 0:
+            A = _read_gzipped_matrix_market(path)
+    return DistributedCSR.from_scipy(A, comm, root=0)
+
+
+def _sniff(path):
+    with open(path, "rb") as f:
+        head = f.read(16)
+    if head.startswith(GZIP_MAGIC):
+        return "gzip"
+    if head.lower().startswith(b"%%matrixmarket"):
+        return "mm"
+    if len(head) >= 4 and int.from_bytes(head[:4], "big") == PETSC_MAT_CLASSID:
+        return "petsc"
+    raise ValueError(f"{path}: neither a Matrix Market file (no %%MatrixMarket banner) nor a "
+                     f"PETSc binary matrix (no MAT_FILE_CLASSID), gzipped or not")
+
+
+def _read_gzipped_matrix_market(path):
+    """Rank 0: the whole matrix from a gzipped Matrix Market file, through the parallel
+    reader's own checks (on one rank, from a temporary file)."""
+    import gzip
+    import tempfile
+    from mpi4py import MPI
+    with gzip.open(path, "rb") as f, tempfile.NamedTemporaryFile(suffix=".mtx") as tmp:
+        while chunk := f.read(1 << 24):
+            tmp.write(chunk)
+        tmp.flush()
+        if not _sniff(tmp.name) == "mm":
+            raise ValueError(f"{path}: a gzipped file that is not a Matrix Market file")
+        return read_matrix_market(tmp.name, MPI.COMM_SELF).to_scipy()
 
 
 # ------------------------------------------------------------------ Matrix Market
