@@ -4,6 +4,7 @@ A controller calls ``hook.after_iteration(time_slice)`` each time a slice finish
 iteration (on the rank or thread that owns the slice) and ``hook.at_end(result, time_slices)`` once, with the slices it owns.
 """
 import glob
+import json
 import os
 import pickle
 import sys
@@ -51,6 +52,22 @@ class Checkpoint(Hook):
     def _path(self, index, iteration):
         return os.path.join(self.directory, f"slice{index}.it{iteration}.pkl")
 
+    def bind(self, identity):
+        """Tie the directory to the run ``identity`` (a JSON-able dict): the first run
+        writes it to ``run.json``; a run with another identity is refused with what
+        differs (resuming it would return the other run's values)."""
+        path = os.path.join(self.directory, "run.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                saved = json.load(f)
+            if saved != identity:
+                differ = "; ".join(f"{k}: {saved.get(k)!r} there, {identity.get(k)!r} here"
+                                   for k in sorted(set(saved) | set(identity)) if saved.get(k) != identity.get(k))
+                raise ValueError(f"{self.directory} holds checkpoints of another run ({differ}): "
+                                 "remove them or choose another directory")
+        else:
+            atomic_write(path, lambda f: json.dump(identity, f), mode="w")
+
     def after_iteration(self, s):
         state = s.state()
         atomic_write(self._path(s.index, s.iteration),
@@ -73,6 +90,11 @@ class Checkpoint(Hook):
             for s in time_slices:
                 for path in glob.glob(os.path.join(self.directory, f"slice{s.index}.it*.pkl")):
                     os.remove(path)
+            if time_slices and time_slices[-1].index == len(result.converged_at) - 1:
+                # the process holding the last slice closes the run (its files are gone)
+                run = os.path.join(self.directory, "run.json")
+                if os.path.exists(run):
+                    os.remove(run)
 
 
 def restart_iteration(saved):

@@ -61,8 +61,11 @@ class Checkpoint:
                     with open(meta) as f:
                         saved = json.load(f)
                     if saved != identity:
-                        raise ValueError(f"{self.directory} holds checkpoints of another run "
-                                         f"({saved}), not of this one ({identity})")
+                        differ = "; ".join(f"{k}: {saved.get(k)!r} there, {identity.get(k)!r} here"
+                                           for k in sorted(set(saved) | set(identity))
+                                           if saved.get(k) != identity.get(k))
+                        raise ValueError(f"{self.directory} holds checkpoints of another run ({differ}): "
+                                         "remove them or choose another directory")
                 else:
                     atomic_write(meta, lambda f: json.dump(identity, f), mode="w")
         # a kill inside a write leaves this rank's temporary file: only this rank writes it

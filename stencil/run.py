@@ -1,4 +1,6 @@
 """Advance a grid by N steps: a scheduler inside each process, halos between processes."""
+import zlib
+
 import numpy as np
 from mpi4py import MPI
 
@@ -56,9 +58,16 @@ def advance(u, stencil, steps, *, scheduler=None, comm=None, checkpoint=None, ca
     slab = make_slab(comm, u, stencil, scheduler.steps_per_pass)   # copies u into its buffers
     step = 0
     if checkpoint is not None:
+        # the run a checkpoint belongs to: a resume from another run's files (other
+        # initial data) would return that run's grid
+        initial = comm.allgather(f"{zlib.crc32(np.ascontiguousarray(u, dtype=np.float64).view(np.uint8)):08x}")
         identity = {"layers": [s[0] for s in shapes], "layer_shape": list(u.shape[1:]),
-                    "stencil": stencil.describe()}
+                    "stencil": stencil.describe(), "initial_crc32": initial}
         step = checkpoint.restore(comm, identity, slab.owned)
+        with collective_check(comm, "stencil.advance"):   # step is the same on every rank
+            if step > steps:
+                raise ValueError(f"the checkpoint in {checkpoint.directory} is at step {step}, beyond "
+                                 f"this run's {steps} steps: it belongs to a longer run")
     while step < steps:
         length = min(scheduler.steps_per_pass, steps - step)
         if slab.below or slab.above:

@@ -16,7 +16,7 @@ from test_cli import clean_env
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # about a second per fine run: long enough to be killed midway
 RUN = ["-m", "parareal", "run", "burgers", "--set", "n=40", "t_end=1.0", "--iterations", "3"]
-MODES = {"mpi": ["mpiexec", "-n", "4"], "threads": []}
+MODES = {"mpi": ["mpiexec", "-n", "4"], "threads": [], "serial": []}
 
 
 def command(mode, *extra):
@@ -72,3 +72,21 @@ def test_killed_run_resumes_to_the_identical_result(tmp_path, mode):
     assert "resumed after iteration" in out.stdout
     assert np.array_equal(u, u_ref)
     assert not glob.glob(str(checkpoints / "slice*.pkl"))  # a finished run cleans up
+
+
+@pytest.mark.parametrize("change,differs", [({"nu": 0.03}, "coarse_probe"), ({"slices": 2}, "slices"),
+                                            ({"setup": "lorenz"}, "u0")])
+def test_a_checkpoint_of_another_run_is_refused(tmp_path, change, differs):
+    """Checkpoints know their run: another viscosity, another P or another setup is
+    refused, naming what differs, instead of resuming into a wrong result."""
+    from parareal import Checkpoint, PararealConfig, run_serial
+    from parareal.setups import make_setup
+
+    def run(setup="burgers", slices=4, **params):
+        s = make_setup(setup, **({"n": 8, "t_end": 0.25, **params} if setup == "burgers" else params))
+        config = PararealConfig(slices, s.t_end, 1)
+        return run_serial(s.u0, s.coarse, s.fine, config, hooks=[Checkpoint(str(tmp_path), remove_at_end=False)])
+    run()
+    assert run().restarted_from == 1            # the same run resumes (serially too)
+    with pytest.raises(ValueError, match=f"holds checkpoints of another run .*{differs}"):
+        run(**change)

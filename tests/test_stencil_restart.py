@@ -51,3 +51,17 @@ def test_killed_stencil_run_resumes_to_the_identical_grid(tmp_path, ranks, sched
     assert 0 < resumed_from < 4000
     assert len(glob.glob(str(checkpoints / "step*.npy"))) == ranks   # older ones removed
     assert not glob.glob(str(checkpoints / "*.tmp"))                # stale temporaries too
+
+
+@pytest.mark.parametrize("change,differs", [(["--seed", "1"], "another run (initial_crc32"),
+                                            (["--steps", "20"], "beyond this run's 20 steps")])
+def test_a_checkpoint_of_another_run_is_refused(tmp_path, change, differs):
+    """Another seed (other initial data) or a checkpoint beyond the run's last step:
+    refused, naming what differs, instead of returning the other run's grid.  (A run
+    with more steps than the checkpoint's goes on from it.)"""
+    base = [sys.executable, "-m", "stencil", "run", "--n", "12", "--steps", "40", "--checkpoint",
+            str(tmp_path / "ckpt"), "--checkpoint-every", "10"]
+    first = subprocess.run(base, env=environment(), cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    out = subprocess.run(base + change, env=environment(), cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and differs in out.stderr, out.stderr

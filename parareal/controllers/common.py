@@ -10,7 +10,7 @@ from ..hooks import Checkpoint, restart_iteration, resume
 from ..timeslice import TimeSlice
 
 __all__ = ["PararealResult", "SliceFailed", "after_iteration", "drive_slice", "make_slices",
-           "restore_slices", "summarize"]
+           "restore_slices", "run_identity", "summarize"]
 
 
 class SliceFailed(RuntimeError):
@@ -42,15 +42,31 @@ class PararealResult:
         return all(c is not None for c in self.converged_at)
 
 
-def make_slices(indices, config, coarse, fine, hooks):
+def make_slices(indices, u0, config, coarse, fine, hooks):
     """The TimeSlice objects of ``indices`` and the global restart iteration's inputs.
 
-    Returns the slices and this process's ``(last, converged)`` checkpoint summary per
-    slice (empty without a Checkpoint hook)."""
+    Returns the slices, the Checkpoint hook (or None), tied to this run's identity, and
+    this process's ``(last, converged)`` checkpoint summary per slice (empty without
+    one)."""
     slices = [TimeSlice(n, config, coarse, fine) for n in indices]
     checkpoints = [h for h in hooks if isinstance(h, Checkpoint)]
-    saved = [checkpoints[0].saved(n) for n in indices] if checkpoints else []
-    return slices, (checkpoints[0] if checkpoints else None), saved
+    if not checkpoints:
+        return slices, None, []
+    checkpoints[0].bind(run_identity(u0, coarse, fine, config))
+    return slices, checkpoints[0], [checkpoints[0].saved(n) for n in indices]
+
+
+def run_identity(u0, coarse, fine, config):
+    """What a checkpoint belongs to: P, the interval, the stopping tolerance, the
+    propagators' types, u0, and G applied to u0 over the first slice (which carries the
+    problem's parameters, a viscosity, say).  Values are kept to 9 significant digits, so
+    that a resume on another CPU, rounding differently, is not refused."""
+    def summary(u):
+        u = np.asarray(u, dtype=float)
+        return f"{list(u.shape)} {np.linalg.norm(u):.9e} {np.abs(u).max(initial=0.0):.9e}"
+    return {"slices": config.slices, "t0": config.t0, "t_end": config.t_end, "tol": config.tol,
+            "coarse": type(coarse).__name__, "fine": type(fine).__name__, "u0": summary(u0),
+            "coarse_probe": summary(coarse(np.array(u0, dtype=float), *config.interval(0)))}
 
 
 def restore_slices(slices, checkpoint, saved_everywhere):

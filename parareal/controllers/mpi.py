@@ -164,7 +164,7 @@ def _run(MPI, comm, u0, coarse, fine, config, pipelined, hooks):
     start = clock()
     error = None
     try:
-        (s,), checkpoint, saved = make_slices([rank], config, coarse, fine, hooks)
+        (s,), checkpoint, saved = make_slices([rank], u0, config, coarse, fine, hooks)
     except Exception as exc:  # noqa: BLE001 - raised on every rank below
         error = exc
     raise_on_any(comm, error, "parareal.run_mpi")

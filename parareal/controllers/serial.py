@@ -5,7 +5,7 @@ Parareal's convergence on one core.
 """
 import numpy as np
 
-from .common import after_iteration, clock, make_slices, summarize
+from .common import after_iteration, clock, make_slices, restore_slices, summarize
 
 __all__ = ["run_serial"]
 
@@ -21,18 +21,22 @@ def run_serial(u0, coarse, fine, config, hooks=()):
         The propagators G and F.
     config : PararealConfig
     hooks : sequence of Hook
+        A :class:`~parareal.hooks.Checkpoint` makes the run resume from the files it
+        finds (the run's identity must match).
 
     Returns
     -------
     PararealResult
     """
     start = clock()
-    slices, _, _ = make_slices(range(config.slices), config, coarse, fine, ())
     u = np.asarray(u0, dtype=float)
-    for s in slices:
-        u = s.predict(u)
-        after_iteration(hooks, s)
-    for _ in range(config.max_iterations):
+    slices, checkpoint, saved = make_slices(range(config.slices), u, config, coarse, fine, hooks)
+    restart = restore_slices(slices, checkpoint, saved)
+    if restart < 0:
+        for s in slices:
+            u = s.predict(u)
+            after_iteration(hooks, s)
+    for _ in range(config.max_iterations - max(restart, 0)):
         if all(s.converged for s in slices):
             break
         for s, predecessor in zip(slices, [None] + slices[:-1]):
@@ -44,7 +48,7 @@ def run_serial(u0, coarse, fine, config, hooks=()):
             else:
                 s.correct(fine_value)
             after_iteration(hooks, s)
-    result = summarize(slices, slices[-1].u_out, "serial", config, clock() - start, -1)
+    result = summarize(slices, slices[-1].u_out, "serial", config, clock() - start, restart)
     for hook in hooks:
         hook.at_end(result, slices)
     return result

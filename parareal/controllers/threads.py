@@ -71,7 +71,7 @@ def run_threads(u0, coarse, fine, config, pipelined=True, hooks=()):
     start = clock()
     u0 = np.asarray(u0, dtype=float)
     P = config.slices
-    slices, checkpoint, saved = make_slices(range(P), config, coarse, fine, hooks)
+    slices, checkpoint, saved = make_slices(range(P), u0, config, coarse, fine, hooks)
     restart = restore_slices(slices, checkpoint, saved)
     abort = threading.Event()
     mailboxes = [_Mailbox(abort) for _ in range(P)]
