@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+from .kernels.compile import compiling_notice
 from .parallel.commandline import ArgumentParser, add_debug_option, run_command
 
 GENERATORS = ("poisson2d", "poisson3d", "anisotropic2d", "convection_diffusion2d")
@@ -49,13 +50,14 @@ def solve_record(args, comm):
     """One solve as the JSON-able record that ``solve --json`` prints.  Collective."""
     from mpi4py import MPI
     import pipekrylov as pk
-    A, label = build_problem(comm, args.problem, args.matrix)
-    # b = A * ones, so the error is measurable and every method has the same target
-    b = A.matvec(np.ones(A.partition.nlocal))
-    if args.method.startswith("p-"):
-        solver = pk.pipelined(args.method[2:], depth=args.depth)
-    else:
-        solver = getattr(pk, args.method)
+    # Compiling is not solving: two untimed iterations first compile (or load) every
+    # kernel this solve will call, those specialized for this matrix's rows included.
+    with compiling_notice(comm.rank == 0):
+        A, label = build_problem(comm, args.problem, args.matrix)
+        # b = A * ones, so the error is measurable and every method has the same target
+        b = A.matvec(np.ones(A.partition.nlocal))
+        solver = make_solver(args.method, args.depth)
+        solver(A, b, rtol=0.0, maxiter=2, M=args.pc)
     res = solver(A, b, rtol=args.rtol, atol=args.atol, maxiter=args.maxiter, M=args.pc,
                  monitor=args.monitor, latency=args.latency)
     r = b - A.matvec(res.x)
@@ -66,6 +68,32 @@ def solve_record(args, comm):
               **{k: comm.allreduce(v, op=MPI.MAX) for k, v in res.timings.items()}}
     record["time_per_iteration"] = record["total"] / max(res.iterations, 1)
     return record
+
+
+def make_solver(method, depth=1):
+    import pipekrylov as pk
+    return pk.pipelined(method[2:], depth=depth) if method.startswith("p-") else getattr(pk, method)
+
+
+def warm_command(args):
+    """Compile (or load) the kernels of the common solves: what make env runs, so that a
+    first solve does not wait for the compiler."""
+    from mpi4py import MPI
+    import pipekrylov as pk
+    start = time.perf_counter()
+    with compiling_notice(MPI.COMM_WORLD.rank == 0):
+        for problem in ("poisson2d:12", "convection_diffusion2d:12"):
+            A, _ = build_problem(MPI.COMM_SELF, problem, None)
+            b = A.matvec(np.ones(A.partition.nlocal))
+            symmetric = problem.startswith("poisson")
+            for method in (("cg", "p-cg", "cr", "p-cr", "bicgstab", "gmres") if symmetric
+                           else ("bicgstab", "p-bicgstab", "p-cgs", "gmres")):
+                for pc in (None, "jacobi", "ic0" if symmetric else "ilu0"):
+                    make_solver(method)(A, b, rtol=0.0, maxiter=3, M=pc)
+            if symmetric:
+                pk.plcg(A, b, depth=2, rtol=0.0, maxiter=8, M="jacobi")
+    print(f"pipekrylov: kernels ready ({time.perf_counter() - start:.1f} s)")
+    return 0
 
 
 def check_ranks(comm, expected):
@@ -307,6 +335,8 @@ def main(argv=None):
     from . import compare as compare_module
     compare_module.add_arguments(compare)
     compare.set_defaults(run=compare_module.command)
+    warm = sub.add_parser("warm", help="compile the kernels of the common solves (make env does)")
+    warm.set_defaults(run=warm_command)
     demo = sub.add_parser("demo", help="the main job: compare methods at 1 and 2 ranks")
     demo.add_argument("--problem", default="poisson2d:200")
     demo.add_argument("--latency", type=float, default=5e-4, help="injected latency, seconds")

@@ -14,6 +14,7 @@ import numpy as np
 from mpi4py import MPI
 
 from pipekrylov.atomic import atomic_write
+from pipekrylov.kernels.compile import compiling_notice
 from pipekrylov.parallel.commandline import ArgumentParser, add_debug_option, run_command
 
 from .checkpoint import Checkpoint
@@ -56,6 +57,9 @@ def run(args, comm):
         if rank0:
             print(f"step {step:6d}  max|u| {top:.12e}", flush=True)
     checkpoint = Checkpoint(args.checkpoint, args.checkpoint_every) if args.checkpoint else None
+    if args.steps:   # compiling is not computing: one untimed pass on a copy first
+        with compiling_notice(rank0):
+            advance(u.copy(), stencil, min(args.steps, scheduler.steps_per_pass), scheduler=scheduler, comm=comm)
     comm.Barrier()
     start = time.perf_counter()
     result = advance(u, stencil, args.steps, scheduler=scheduler, comm=comm,

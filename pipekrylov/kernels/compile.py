@@ -10,13 +10,14 @@ import hashlib
 import importlib.util
 import os
 import sys
+import threading
 from contextlib import contextmanager
 
 import numba
 
 from ..atomic import atomic_write
 
-__all__ = ["cache_dir", "cache_lock", "jit", "compile_source"]
+__all__ = ["cache_dir", "cache_lock", "compiling_notice", "jit", "compile_source"]
 
 FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
 _COMPILED = {}  # vectorized reductions; NaN still propagates
@@ -28,6 +29,22 @@ def cache_dir():
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pipekrylov")
     os.makedirs(path, exist_ok=True)
     return path
+
+
+@contextmanager
+def compiling_notice(speak=True, after=1.0):
+    """Say once that kernels are being compiled, if the block takes longer than ``after``
+    seconds (a first run on a machine compiles them into the caches; later runs load
+    them).  ``speak``: whether this process says it (rank 0 of a parallel run)."""
+    notice = threading.Timer(after, lambda: print(
+        f"compiling the kernels (the first run only: cached in {cache_dir()} and next to the "
+        "packages' sources) ...", file=sys.stderr, flush=True))
+    if speak:
+        notice.start()
+    try:
+        yield
+    finally:
+        notice.cancel()
 
 
 @contextmanager
