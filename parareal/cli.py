@@ -11,6 +11,7 @@ import sys
 import numpy as np
 
 from pipekrylov.atomic import atomic_write
+from pipekrylov.kernels.compile import compiling_notice
 from pipekrylov.parallel.commandline import ArgumentParser, add_debug_option, run_command
 
 from .config import PararealConfig
@@ -94,6 +95,9 @@ def _main(args):
         hooks.append(PrintDefects())
     if args.checkpoint:
         hooks.append(Checkpoint(args.checkpoint))
+    with compiling_notice(rank == 0):   # compiling is not computing: a's costs exclude it
+        for propagator in (setup.coarse, setup.fine):
+            propagator(setup.u0, config.t0, config.t0 + propagator.dt)
     result = _run(args.mode, setup, config, comm, hooks)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # MiB (Linux: KiB)
     peaks = [peak] if comm is None else comm.allgather(peak)
