@@ -24,21 +24,11 @@ from mpi4py import MPI
 import pipekrylov as pk
 from pipekrylov.derive import BASE_METHODS
 from pipekrylov.derive.interpret import run_base
-from pipekrylov.matrix import generators
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-from helpers import load, reference_stencil, scipy_solve  # noqa: E402
+from helpers import load, problem, scipy_solve  # noqa: E402
 
-GENERATED = {"poisson2d": 24, "anisotropic2d": 20, "convection_diffusion2d": 24}
 RTOL = 1e-8
-
-
-def problem(comm, name):
-    if name in GENERATED:
-        n = GENERATED[name]
-        return getattr(generators, name)(comm, n), reference_stencil(name, n)
-    A = load(name)
-    return pk.DistributedCSR.from_scipy(A, comm), A
 
 
 def perturbed(b, seed):

@@ -4,7 +4,6 @@
     mpiexec -n 4 python -m parareal run heat --mode mpi --iterations 2 --checkpoint ckpt/
 """
 import json
-import os
 import resource
 import sys
 
@@ -12,7 +11,7 @@ import numpy as np
 
 from pipekrylov.atomic import atomic_write
 from pipekrylov.kernels.compile import compiling_notice
-from pipekrylov.parallel.commandline import ArgumentParser, add_debug_option, run_command
+from pipekrylov.parallel.commandline import ArgumentParser, add_debug_option, check_output_path, run_command
 
 from .config import PararealConfig
 from .hooks import Checkpoint, PrintDefects
@@ -67,11 +66,7 @@ def _check(args):
         if value is not None and value < 1:
             raise ValueError(f"{option} {value}: must be at least 1")
     if args.output:
-        if os.path.isdir(args.output):
-            raise ValueError(f"--output {args.output}: a directory; give a file path (NPZ)")
-        folder = os.path.dirname(os.path.abspath(args.output))
-        if not os.path.isdir(folder):
-            raise ValueError(f"--output {args.output}: the folder {folder} does not exist")
+        check_output_path(args.output, "NPZ")
 
 
 def main(argv=None):

@@ -49,7 +49,6 @@ def parse_problem(problem):
 def solve_record(args, comm):
     """One solve as the JSON-able record that ``solve --json`` prints.  Collective."""
     from mpi4py import MPI
-    import pipekrylov as pk
     # Compiling is not solving: two untimed iterations first compile (or load) every
     # kernel this solve will call, those specialized for this matrix's rows included.
     with compiling_notice(comm.rank == 0):

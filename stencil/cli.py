@@ -7,7 +7,6 @@ Each rank builds its own layers of the initial grid (random values seeded per la
 the grid does not depend on the rank count).  A run killed midway and started again with
 the same arguments resumes from its last checkpoint and writes the identical result.
 """
-import os
 import time
 
 import numpy as np
@@ -15,7 +14,7 @@ from mpi4py import MPI
 
 from pipekrylov.atomic import atomic_write
 from pipekrylov.kernels.compile import compiling_notice
-from pipekrylov.parallel.commandline import ArgumentParser, add_debug_option, run_command
+from pipekrylov.parallel.commandline import ArgumentParser, add_debug_option, check_output_path, run_command
 
 from .checkpoint import Checkpoint
 from .distributed import gather_layers, layer_partition
@@ -90,11 +89,7 @@ def check(args):
         if value < 1:
             raise ValueError(f"{option} {value}: must be at least 1")
     if args.output:
-        if os.path.isdir(args.output):
-            raise ValueError(f"--output {args.output}: a directory; give a file path (NPY)")
-        folder = os.path.dirname(os.path.abspath(args.output))
-        if not os.path.isdir(folder):
-            raise ValueError(f"--output {args.output}: the folder {folder} does not exist")
+        check_output_path(args.output, "NPY")
 
 
 def main(argv=None):

@@ -81,3 +81,19 @@ def textbook_pcg(A, b, steps, dinv=None):
         norms.append(np.sqrt(rz_new))
         p, rz = z + rz_new / rz * p, rz_new
     return xs, ps, np.array(norms)
+
+
+# the generators at the sizes the solver tests use (the sizes their comments' counts are of)
+GENERATED = {"poisson2d": 24, "poisson3d": 9, "anisotropic2d": 20, "convection_diffusion2d": 24}
+
+
+def problem(comm, name):
+    """(distributed matrix, the same matrix whole in scipy): a generator at its size in
+    GENERATED, or a matrix of tests/data."""
+    import pipekrylov as pk
+    from pipekrylov.matrix import generators
+    if name in GENERATED:
+        n = GENERATED[name]
+        return getattr(generators, name)(comm, n), reference_stencil(name, n)
+    A = load(name)
+    return pk.DistributedCSR.from_scipy(A, comm), A

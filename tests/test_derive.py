@@ -12,8 +12,7 @@ from mpi4py import MPI
 import pipekrylov as pk
 from pipekrylov import derive as dv
 from pipekrylov.derive.interpret import run_base
-from pipekrylov.matrix import generators
-from helpers import load, reference_stencil, rel, textbook_pcg
+from helpers import load, problem, reference_stencil, rel, textbook_pcg
 
 BASES = ["cg", "cg-hs", "cr", "bicgstab", "cgs"]
 
@@ -162,14 +161,6 @@ HISTORY_PARTS = {("bicgstab", "hor_131")}
 # The test keeps convergence, the true residual and the first residual norms there.
 COUNT_BY_ROUNDING = {("bicgstab", "bcsstk01"), ("bicgstab", "nos4"), ("bicgstab", "hor_131"),
                      ("cgs", "494_bus"), ("cgs", "bcsstk15"), ("cgs", "orsirr_1")}
-
-
-def problem(comm, name):
-    if name in SYMMETRIC or name in NONSYMMETRIC:
-        n = {**SYMMETRIC, **NONSYMMETRIC}[name]
-        return getattr(generators, name)(comm, n), reference_stencil(name, n)
-    A = load(name)
-    return pk.DistributedCSR.from_scipy(A, comm), A
 
 
 @pytest.mark.mpi

@@ -5,8 +5,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 import pipekrylov as pk
-from pipekrylov.matrix import generators
-from helpers import COND, load, reference_stencil, rel, scipy_solve
+from helpers import COND, load, problem, rel, scipy_solve
 
 # How each (method, problem) is expected to compare with scipy at rtol 1e-8:
 #   "match": iteration counts within 1, solutions as close as the conditioning allows
@@ -36,17 +35,7 @@ EXPECT = {
               "orsirr_1": "converges"},
 }
 CASES = [(m, p) for m in EXPECT for p in EXPECT[m]]
-GENERATED = {"poisson2d": 24, "poisson3d": 9, "anisotropic2d": 20, "convection_diffusion2d": 24}
 RTOL = 1e-8
-
-
-def problem(comm, name):
-    """(distributed matrix, the same matrix whole in scipy)."""
-    if name in GENERATED:
-        n = GENERATED[name]
-        return getattr(generators, name)(comm, n), reference_stencil(name, n)
-    A = load(name)
-    return pk.DistributedCSR.from_scipy(A, comm), A
 
 
 def scipy_reference(method, A, b):

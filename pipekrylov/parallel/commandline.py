@@ -18,7 +18,7 @@ import os
 import sys
 import time
 
-__all__ = ["USER_ERRORS", "ArgumentParser", "add_debug_option", "run_command"]
+__all__ = ["USER_ERRORS", "ArgumentParser", "add_debug_option", "check_output_path", "run_command"]
 
 # What a user's input or files raise (bad values, shapes, files, formats), as opposed to a
 # bug, which keeps its traceback.
@@ -41,6 +41,16 @@ def _launcher_rank():
         if os.environ.get(var, "").isdigit():
             return int(os.environ[var])
     return 0
+
+
+def check_output_path(path, kind):
+    """``--output PATH`` must name a file in an existing folder: refused before the run
+    rather than after it."""
+    if os.path.isdir(path):
+        raise ValueError(f"--output {path}: a directory; give a file path ({kind})")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"--output {path}: the folder {folder} does not exist")
 
 
 def add_debug_option(parser):
