@@ -81,7 +81,7 @@ def warm_command(args):
     import pipekrylov as pk
     start = time.perf_counter()
     with compiling_notice(MPI.COMM_WORLD.rank == 0):
-        for problem in ("poisson2d:12", "convection_diffusion2d:12"):
+        for problem in ("poisson2d:64", "convection_diffusion2d:64"):   # large enough for the run kernels
             A, _ = build_problem(MPI.COMM_SELF, problem, None)
             b = A.matvec(np.ones(A.partition.nlocal))
             symmetric = problem.startswith("poisson")
