@@ -32,4 +32,4 @@ def test_import_does_not_load_petsc():
     import sys
     code = "import pipekrylov, parareal, stencil, sys; print('petsc4py' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip().splitlines()[-1] == "False"   # (an MPI may print a line at start-up)

@@ -25,9 +25,12 @@ def command(mode, *extra):
 
 
 def environment():
+    """For a command under mpiexec on this machine: Open MPI allowed as root and
+    oversubscribed; MPICH's Hydra told to meet its proxies over loopback (by default it
+    looks up the host's name, which a minimal machine or a chroot may not resolve)."""
     env = clean_env()
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1", NUMBA_NUM_THREADS="1")
+               OMPI_MCA_rmaps_base_oversubscribe="1", NUMBA_NUM_THREADS="1", HYDRA_IFACE="lo")
     return env
 
 
