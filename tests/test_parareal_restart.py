@@ -93,3 +93,15 @@ def test_a_checkpoint_of_another_run_is_refused(tmp_path, change, differs):
     assert run().restarted_from == 1            # the same run resumes (serially too)
     with pytest.raises(ValueError, match=f"holds checkpoints of another run .*{differs}"):
         run(**change)
+
+
+def test_stale_temporary_files_of_a_killed_writer_are_ignored(tmp_path):
+    """A writer killed mid-write leaves ``<file>.<pid>.tmp``: never taken for a checkpoint."""
+    from parareal import Checkpoint, PararealConfig, run_serial
+    from parareal.setups import make_setup
+    s = make_setup("lorenz")
+    config = PararealConfig(4, s.t_end, 2)
+    reference = run_serial(s.u0, s.coarse, s.fine, config)
+    (tmp_path / "slice0.it2.pkl.4711.tmp").write_bytes(b"half a pickle")
+    result = run_serial(s.u0, s.coarse, s.fine, config, hooks=[Checkpoint(str(tmp_path))])
+    assert result.restarted_from == -1 and np.array_equal(result.u_end, reference.u_end)

@@ -65,3 +65,14 @@ def test_a_checkpoint_of_another_run_is_refused(tmp_path, change, differs):
     assert first.returncode == 0, first.stderr
     out = subprocess.run(base + change, env=environment(), cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and differs in out.stderr, out.stderr
+
+
+def test_stale_temporary_files_of_a_killed_writer_are_removed(tmp_path):
+    """A writer killed mid-write leaves ``<file>.<pid>.tmp``; the next run removes its own."""
+    from stencil import Checkpoint, Stencil, advance
+    u = np.random.default_rng(3).random((12, 12))
+    stale = tmp_path / "step000000004.rank0.npy.4711.tmp"
+    tmp_path.mkdir(exist_ok=True)
+    stale.write_bytes(b"half an array")
+    advance(u, Stencil.heat(2, 0.1), 8, checkpoint=Checkpoint(str(tmp_path), 4))
+    assert not stale.exists() and not list(tmp_path.glob("*.tmp"))
