@@ -6,7 +6,7 @@ runs its input checks inside :func:`collective_check`.
 """
 from contextlib import contextmanager
 
-__all__ = ["collective_check", "raise_on_any", "CollectiveError"]
+__all__ = ["collective_check", "raise_on_any", "CollectiveError", "format_ranks"]
 
 
 class CollectiveError(RuntimeError):
@@ -45,7 +45,7 @@ def raise_on_any(comm, error, what=""):
     if len(failures) == 1:
         message = next(iter(reasons))
     else:
-        message = "; ".join(f"rank {_ranks(r)}: {text}" for text, r in reasons.items())
+        message = "; ".join(f"rank {format_ranks(r)}: {text}" for text, r in reasons.items())
     if what:
         message = f"{what}: {message}"
     kind = types.pop() if len(types) == 1 else CollectiveError
@@ -58,7 +58,8 @@ def raise_on_any(comm, error, what=""):
     raise exc
 
 
-def _ranks(ranks):
+def format_ranks(ranks):
+    """'0,2,5', or '0..99 (100 ranks)' for many: a list of ranks in a message."""
     return ",".join(map(str, ranks)) if len(ranks) < 6 else f"{ranks[0]}..{ranks[-1]} ({len(ranks)} ranks)"
 
 

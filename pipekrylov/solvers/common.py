@@ -8,6 +8,7 @@ import zlib
 import numpy as np
 
 from ..parallel import collective_check
+from ..parallel.errors import format_ranks
 from ..parallel.reduction import FusedReduction
 from ..precond import PreconditionerFailure, make_preconditioner
 from .result import REASONS, Breakdown, SolveResult
@@ -223,11 +224,11 @@ def _check_same_on_every_rank(comm, method, A, b, **arguments):
 
 
 def _group(values):
-    """{value: '0,2,5' or '0..99 (100)'}, the ranks holding each value."""
+    """{value: the ranks holding it, as a message shows them}."""
     ranks = {}
     for rank, value in enumerate(values):
         ranks.setdefault(value, []).append(rank)
-    return {v: ",".join(map(str, r)) if len(r) < 6 else f"{r[0]}..{r[-1]} ({len(r)})" for v, r in ranks.items()}
+    return {v: format_ranks(r) for v, r in ranks.items()}
 
 
 def _describe(value):
