@@ -264,9 +264,12 @@ def derive_command(args):
               f"== auxiliary vectors\n{aux}\n\n== reductions\n{sched.reductions}\n\n== schedule")
     print(sched)
     if args.code:
+        solver = dv.pipelined(method, args.depth, replace_every=args.replace_every,
+                              replace_automatic=args.replace, check=False)
         print()
-        print(dv.pipelined(method, args.depth, replace_every=args.replace_every,
-                           replace_automatic=args.replace, check=False).source)
+        print(solver.source)
+        print("# ---- the compiled loop (loop='compiled'): the whole iteration in one function")
+        print(solver.compiled_source())
     return 0
 
 
@@ -326,7 +329,7 @@ def main(argv=None):
     derive.add_argument("method", choices=["cg", "cg-hs", "cr", "bicgstab", "cgs", "gmres"])
     derive.add_argument("--depth", type=int, default=1)
     derive.add_argument("--passes", action="store_true", help="also print every intermediate form")
-    derive.add_argument("--code", action="store_true", help="also print the generated kernels")
+    derive.add_argument("--code", action="store_true", help="also print the generated kernels and the compiled loop")
     derive.add_argument("--replace-every", type=int, default=None, help="residual replacement period")
     derive.add_argument("--replace", action="store_true", help="automatic residual replacement")
     derive.set_defaults(run=derive_command)

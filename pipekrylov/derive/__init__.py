@@ -70,6 +70,15 @@ def _generated(sched):
     return generate(sched)
 
 
+@functools.lru_cache(maxsize=None)
+def _compiled(sched):
+    from .compiled import CompiledSolver
+    return CompiledSolver(_generated(sched))
+
+
+LOOPS = ("auto", "compiled", "python")
+
+
 def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, check=True):
     """The derived pipelined solver for ``method``, with the classic solvers' signature.
 
@@ -77,10 +86,16 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, c
     the deep templates :func:`pipekrylov.deep.plcg` / :func:`~pipekrylov.deep.plgmres`
     with the depth bound (their extra options, ``shifts``, ``restart``, pass through).
 
-    ``solver(A, b, x0=None, *, rtol, atol, maxiter, M, callback, comm, monitor, latency)``
-    returns a SolveResult (unpacks to ``(x, info)``); ``solver.schedule`` is the derived
-    algorithm and ``solver.source`` the generated code.  With ``check`` the derivation is
-    verified first (:func:`verify`).
+    ``solver(A, b, x0=None, *, rtol, atol, maxiter, M, callback, comm, monitor, latency,
+    loop)`` returns a SolveResult (unpacks to ``(x, info)``); ``solver.schedule`` is the
+    derived algorithm and ``solver.source`` the generated code.  With ``check`` the
+    derivation is verified first (:func:`verify`).
+
+    ``loop``: ``"compiled"`` runs the whole iteration as one compiled function
+    (:mod:`.compiled`; A a DistributedCSR or a matrix, M None, "jacobi", "ilu0", "ic0"),
+    ``"python"`` the generated Python loop; ``"auto"`` (default) the compiled loop
+    where it applies.  Both give the same residual norms, bit for bit; ``result.loop``
+    says which ran.
     """
     _check_depth(depth)
     if _is_deep(method, depth):
@@ -92,13 +107,24 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, c
         verify(method, depth)
 
     def solver(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
-               comm=None, monitor=False, latency=0.0):
+               comm=None, monitor=False, latency=0.0, loop="auto"):
         from ..solvers.common import SolverRun
+        if loop not in LOOPS:
+            raise ValueError(f"loop must be one of {', '.join(map(repr, LOOPS))}, got {loop!r}")
         run = SolverRun(f"p-{method.name}", A, b, x0, rtol, atol, maxiter, M, callback, comm,
-                        monitor, latency)
+                        monitor, latency, loop=loop)
         _same_on_every_rank(run.comm, generated.source)
-        result = run.run(generated)
+        chosen = generated
+        if loop != "python":
+            from .compiled import unsupported
+            compiled, why = _compiled(sched), unsupported(run)
+            if why is None:
+                chosen = compiled
+            elif loop == "compiled":
+                raise ValueError(f"p-{method.name}: loop='compiled' cannot run this solve: {why}")
+        result = run.run(chosen)
         result.replacements = getattr(run, "replacements", 0)
+        result.loop = "python" if chosen is generated else "compiled"
         return result
 
     solver.__name__ = f"p_{method.name}"
@@ -107,6 +133,7 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, c
     solver.schedule = sched
     solver.source = generated.source
     solver.method = method
+    solver.compiled_source = lambda: _compiled(sched).source
     return solver
 
 

@@ -150,9 +150,9 @@ class GeneratedSolver:
         vec["x"] = run.x
         vec["b"] = run.b
         scal = {}
-        self._startup(run, vec, scal, state)
+        self.startup(run, vec, scal, state)
         first = run.iterations
-        local = self._first_dots(vec)
+        local = self.first_dots(vec)
         every = sched.replacement.get("every")
         check = CHECK_EVERY if sched.replacement.get("automatic") else None
         run.replacements = replaced = 0
@@ -175,7 +175,7 @@ class GeneratedSolver:
                         # r, u, w consistent, cannot go on)
                         if run.true_residual_passes(vec["x"], natural=method.norm == "natural"):
                             return vec["x"], iteration, run.stop_reason()
-                        self._startup(run, vec, scal)
+                        self.startup(run, vec, scal)
                         run.replacements += 1
                         break
                     if iteration == run.maxiter:
@@ -186,9 +186,9 @@ class GeneratedSolver:
                     # after a replacement the scalar recurrences may break down; with
                     # replacement on, restart once from x (a second time in a row is real)
                     if not check or (restarted_at is not None and iteration - restarted_at <= 2):
-                        self._raise_lost_accuracy(run, vec, exc)
+                        self.raise_lost_accuracy(run, vec, exc)
                         raise
-                    self._startup(run, vec, scal)
+                    self.startup(run, vec, scal)
                     run.replacements += 1
                     restarted_at = iteration
                     break
@@ -199,11 +199,11 @@ class GeneratedSolver:
             else:
                 run.iterations = iteration + 1
                 if every and run.iterations % every == 0:
-                    self._replace(run, vec)
+                    self.replace(run, vec)
                 elif check and run.iterations % check == 0:
-                    self._replace_if_drifted(run, vec)
+                    self.replace_if_drifted(run, vec)
                 run.iterated(vec["x"])
-            local = self._first_dots(vec) if run.replacements != replaced else local
+            local = self.first_dots(vec) if run.replacements != replaced else local
             replaced = run.replacements
         return vec["x"], run.maxiter, "diverged_its"
 
@@ -235,16 +235,16 @@ class GeneratedSolver:
         b - A x itself (below that a replacement gains nothing)."""
         return gap > np.sqrt(np.finfo(float).eps) * true and gap > floor
 
-    def _replace_if_drifted(self, run, vec):
+    def replace_if_drifted(self, run, vec):
         """Replace the residual if it has drifted from b - A x, while the solve is not
         about to end.  Collective.  Measured, not estimated, every 25 iterations: a
         replacement below the drift gains nothing, and its perturbation of the
         recurrences costs convergence."""
         gap, true, floor = self._drift(run, vec)
         if self._drifted(gap, true, floor) and true > run.atol:
-            self._replace(run, vec)
+            self.replace(run, vec)
 
-    def _raise_lost_accuracy(self, run, vec, breakdown):
+    def raise_lost_accuracy(self, run, vec, breakdown):
         """A check of the base method (``alpha > 0`` for an indefinite matrix, say) that
         fails once the recurrences have drifted from b - A x tells of lost accuracy, not
         of the matrix: raise that instead.  Collective (the breakdown is on every rank)."""
@@ -255,7 +255,7 @@ class GeneratedSolver:
                             f"{gap / max(true, 1e-300):.1e} of it: the pipelined recurrences lost "
                             f"accuracy (residual replacement, replace_automatic=True, keeps it)") from breakdown
 
-    def _replace(self, run, vec):
+    def replace(self, run, vec):
         """Residual replacement: the residual and every image from their definitions."""
         m = self.method
         run.A.matvec(vec[m.solution], vec[m.residual])
@@ -272,7 +272,7 @@ class GeneratedSolver:
         else:
             run.precondition(src, dst)
 
-    def _startup(self, run, vec, scal, state=None):
+    def startup(self, run, vec, scal, state=None):
         """The base method's start-up statements, ``state`` over them, then the images at
         point 0."""
         for st in self.method.parsed_startup:
@@ -304,7 +304,7 @@ class GeneratedSolver:
         for img in self.start_images:
             self._apply(run, img.word[0], vec[_storage(img.parent)], vec[_storage(img)])
 
-    def _first_dots(self, vec):
+    def first_dots(self, vec):
         return np.array([vec[_storage(a)] @ vec[_storage(b)] for a, b in self.schedule.reductions.pairs[0]])
 
 

@@ -17,7 +17,7 @@ import numba
 
 from ..atomic import atomic_write
 
-__all__ = ["cache_dir", "cache_lock", "compiling_notice", "jit", "compile_source"]
+__all__ = ["cache_dir", "cache_lock", "compiling_notice", "jit", "compile_source", "compile_for"]
 
 FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
 _COMPILED = {}  # vectorized reductions; NaN still propagates
@@ -68,11 +68,12 @@ def jit(signatures, **options):
     return decorate
 
 
-def compile_source(source, name, signatures, fastmath=FASTMATH):
+def compile_source(source, name, signatures, fastmath=FASTMATH, **options):
     """Compile generated Python ``source`` defining ``name`` into a cached Numba kernel.
 
     ``fastmath=False`` keeps IEEE semantics (no FMA contraction), for kernels that must
-    reproduce a reference bit for bit.
+    reproduce a reference bit for bit.  ``signatures=None`` compiles at the first call
+    instead, for the types given then (:func:`compile_for`); ``options`` go to Numba.
 
     The source is written to a file named by its hash (Numba caches only functions that
     live in a file), then imported and compiled under the lock; a process compiles each
@@ -80,7 +81,7 @@ def compile_source(source, name, signatures, fastmath=FASTMATH):
     """
     digest = hashlib.sha256(source.encode()).hexdigest()[:20]
     key = (digest, name, repr(signatures),
-           repr(sorted(fastmath) if isinstance(fastmath, (set, frozenset)) else fastmath))
+           repr(sorted(fastmath) if isinstance(fastmath, (set, frozenset)) else fastmath), repr(sorted(options.items())))
     if key in _COMPILED:
         return _COMPILED[key]
     path = os.path.join(cache_dir(), f"kernel_{digest}.py")
@@ -98,6 +99,20 @@ def compile_source(source, name, signatures, fastmath=FASTMATH):
             module = importlib.util.module_from_spec(spec)
             sys.modules[name_in_modules] = module
             spec.loader.exec_module(module)
-        kernel = numba.njit(signatures, cache=True, nogil=True, fastmath=fastmath)(getattr(module, name))
+        njit = numba.njit(cache=True, nogil=True, fastmath=fastmath, **options)
+        kernel = (njit if signatures is None else numba.njit(signatures, cache=True, nogil=True,
+                                                             fastmath=fastmath, **options))(getattr(module, name))
         _COMPILED[key] = kernel
+        # generated code that imports this module then calls the kernel, not the source
+        setattr(module, name, kernel)
         return kernel
+
+
+def compile_for(kernel, args):
+    """Compile (or load from the cache) a lazily compiled kernel for the types of
+    ``args``, under the lock: the first call of a generated loop on a machine."""
+    signature = tuple(numba.typeof(a) for a in args)
+    if signature not in kernel.overloads:
+        with cache_lock():
+            kernel.compile(signature)
+    return kernel

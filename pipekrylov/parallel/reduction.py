@@ -59,7 +59,7 @@ class PendingReduction:
         owner._record("wait", self.label, t0, t1, self.id)
         owner.pending.remove(self)
         if self.result[-1] > 0:  # some rank's user code failed: every rank raises it here
-            owner._raise_failure()
+            owner.raise_failure()
         return self.result[:-1]
 
 
@@ -101,7 +101,7 @@ class FusedReduction:
         if self.failure is None:
             self.failure = error
         if self.comm.Get_size() == 1:
-            self._raise_failure()
+            self.raise_failure()
 
     def start(self, values, label=""):
         """Start one Iallreduce (sum) of the given local scalars.  Collective."""
@@ -124,9 +124,11 @@ class FusedReduction:
         if self.comm.Get_size() > 1:
             self.comm.Allreduce(MPI.IN_PLACE, flag, op=MPI.SUM)
         if flag[0] > 0:
-            self._raise_failure()
+            self.raise_failure()
 
-    def _raise_failure(self):
+    def raise_failure(self):
+        """Raise the recorded failure on every rank (a reduction's flag said some rank
+        has one).  Collective."""
         for pending in list(self.pending):  # every rank started them: they complete
             pending.request.Wait()
             pending.done = True
@@ -154,6 +156,21 @@ class FusedReduction:
             yield
         finally:
             self._record("work", label, t0, time.perf_counter(), None)
+
+    def record_compiled(self, rows, labels, clock_offset):
+        """Account for reductions the compiled loop ran: ``rows`` of (start, overlap
+        begin, overlap end, wait begin, wait end, label index) in MPI_Wtime seconds,
+        ``clock_offset`` = perf_counter - MPI_Wtime.  Each becomes the three events
+        the Python loop records, in the same order."""
+        for t_start, w0, w1, t0, t1, k in rows.tolist():
+            self.count += 1
+            self.blocked_time += t1 - t0
+            if self.trace:
+                label = labels[int(k)]
+                shift = clock_offset - self.t_origin
+                self.events += [Event("start", label, t_start + shift, t_start + shift, self.count),
+                                Event("work", "overlap", w0 + shift, w1 + shift, None),
+                                Event("wait", label, t0 + shift, t1 + shift, self.count)]
 
     def _record(self, kind, label, t0, t1, ident):
         if self.trace:

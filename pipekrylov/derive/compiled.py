@@ -1,0 +1,243 @@
+"""The compiled loop at run time: a generated solver's iterations in one Numba call.
+
+:class:`CompiledSolver` wraps a :class:`.codegen.GeneratedSolver` (the Python loop) and
+runs the same algorithm with its iterations compiled (:mod:`.loopgen`).  Python is
+entered once per solve, and again only for what the Python loop's own code then does:
+the start-up and restarts, confirming convergence against ``b - A x``, residual
+replacement, a breakdown's message, the callback and the monitor (each iteration when
+given), and emptying the residual-history and trace buffers every
+:data:`BUFFERED` iterations.  The two loops' residual histories agree bit for bit.
+
+The compiled loop runs on a :class:`~pipekrylov.matrix.distributed.DistributedCSR`
+(given as one, or a scipy matrix distributed for the solve) with M None, "jacobi",
+"ilu0"/"ic0"/"bjacobi"; :func:`unsupported` says why another solve cannot.
+"""
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from ..kernels.compile import compile_for, compile_source, compiling_notice
+from ..matrix.distributed import DistributedCSR
+from ..parallel import native
+from ..precond import BlockJacobi, Jacobi
+from ..solvers.result import Breakdown
+from .codegen import CHECK_EVERY
+from .loopgen import EVENTS, RESUME_AFTER_TEST, RESUME_TOP, FloatSlot, IntSlot, loop_source
+
+__all__ = ["CompiledSolver", "unsupported", "POKE_ROWS", "BUFFERED"]
+
+BUFFERED = 2048   # iterations of residual norms and trace kept in compiled code between two hand-backs
+POKE_ROWS = 4096  # rows of the SpMV and Jacobi between two MPI_Test pokes of an outstanding reduction
+
+
+def unsupported(run, state=None):
+    """Why this solve cannot run on the compiled loop (None: it can)."""
+    if state is not None:
+        return "a warm start (a deep pipeline's hand-over) runs on the Python loop"
+    if not isinstance(run.A, DistributedCSR):
+        return f"A is a {type(run.A).__name__}, not a DistributedCSR or a matrix"
+    if run.M is not None and not isinstance(run.M, (Jacobi, BlockJacobi)):
+        return "M is a user operator (the compiled loop applies 'jacobi', 'ilu0', 'ic0' or none)"
+    try:
+        native.library()
+    except RuntimeError as exc:
+        return str(exc)
+    return None
+
+
+class CompiledSolver:
+    """The compiled loop of one generated solver; call it with a SolverRun, as the
+    Python loop is called."""
+
+    def __init__(self, generated):
+        self.python = generated
+        m = generated.method
+        startup = {st.target for st in m.parsed_startup if st.kind in ("apply", "zero", "lincomb")}
+        names = sorted(set(generated.storage) | {"x", "b"} | set(m.constants) | startup)
+        self.rows = {name: row for row, name in enumerate(names)}
+        self.source, self.scalars, self.checks = loop_source(generated, self.rows)
+        self._kernel = None
+        self._compiled_for = set()   # index dtypes of A the loop was compiled for in this process
+        K = len(generated.segments)
+        self.labels = [f"reduction {k}" for k in range(K)]
+        self.width = 1 + max(len(ph.pairs) for ph in generated.schedule.phases)
+        self.coefficients = (K, max(1, max(len(seg.scalars) for seg in generated.segments)))
+
+    def kernel(self, args, speak):
+        """The loop compiled for these arguments (loaded from the cache, or compiled under
+        the lock, once per process and matrix index types)."""
+        if self._kernel is None:
+            self._kernel = compile_source(self.source, "loop", None, fastmath=False, error_model="numpy")
+        key = tuple(a.dtype for a in args[-3])
+        if key not in self._compiled_for:
+            with compiling_notice(speak):
+                compile_for(self._kernel, args)
+            self._compiled_for.add(key)
+        return self._kernel
+
+    # -------------------------------------------------------------- running
+    def __call__(self, run, state=None):
+        reason = unsupported(run, state)
+        if reason is not None:
+            raise ValueError(f"{run.method}: the compiled loop cannot run this solve: {reason}")
+        g, sched = self.python, self.python.schedule
+        V = np.zeros((len(self.rows), len(run.b)))
+        vec = {name: V[row] for name, row in self.rows.items()}
+        vec["x"][:] = run.x
+        vec["b"][:] = run.b
+        run.x = vec["x"]
+        scal = {}
+        g.startup(run, vec, scal)
+        self._bind(vec, V)
+        S = np.zeros(max(1, len(self.scalars)))
+        D, send = np.zeros(self.width), np.zeros(self.width)
+        C = np.zeros(self.coefficients)
+        ints, floats = self._state(run, sched)
+        hist, trace = np.zeros(BUFFERED), np.zeros((BUFFERED * len(self.labels), 6))
+        args = (V, S, D, C, ints, floats, hist, trace, send, self._matrix(run.A), self._preconditioner(run.M),
+                self._reduction(run.comm))
+        kernel = self.kernel(args, run.comm.Get_rank() == 0)
+        every = sched.replacement.get("every")
+        check = CHECK_EVERY if sched.replacement.get("automatic") else None
+        natural = g.method.norm == "natural"
+        run.replacements = 0
+        restarted_at, resume = None, RESUME_TOP
+        send[:len(sched.phases[0].pairs)] = g.first_dots(vec)
+        try:
+            while True:
+                S[:] = [scal.get(name, np.nan) for name in self.scalars]
+                ints[IntSlot.RESUME] = resume
+                floats[FloatSlot.FLAG] = float(run.reduction.failure is not None)
+                event = EVENTS[kernel(*args)]
+                scal.update(zip(self.scalars, S.tolist()))
+                self._collect(run, ints, floats, hist, trace)
+                iteration = int(ints[IntSlot.ITERATION])
+                resume = RESUME_TOP
+                if event == "flush":
+                    continue
+                if event == "mpi_error":
+                    raise MPI.Exception(int(ints[IntSlot.MPI_ERROR]))
+                if event == "failed":
+                    run.reduction.raise_failure()
+                if event == "tested":
+                    if not run.converged(iteration, float(floats[FloatSlot.RNORM])):
+                        if iteration == run.maxiter:
+                            return vec["x"].copy(), iteration, "diverged_its"
+                        resume = RESUME_AFTER_TEST
+                        continue
+                    event = "converged"
+                if event == "nanorinf":
+                    raise Breakdown("diverged_nanorinf", "residual norm is not finite")
+                if event == "maxiter":
+                    return vec["x"].copy(), iteration, "diverged_its"
+                before = run.replacements
+                if event == "converged":
+                    if run.true_residual_passes(vec["x"], natural=natural):
+                        return vec["x"].copy(), iteration, run.stop_reason()
+                    self._restart(run, vec, scal, V)
+                elif event == "breakdown":
+                    name, condition, why = self.checks[int(ints[IntSlot.CHECK])]
+                    exc = Breakdown(why, f"p-{g.method.name}: {condition} fails "
+                                         f"({name} = {floats[FloatSlot.VALUE]:.3e})")
+                    if not check or (restarted_at is not None and iteration - restarted_at <= 2):
+                        g.raise_lost_accuracy(run, vec, exc)
+                        raise exc
+                    self._restart(run, vec, scal, V)
+                    restarted_at = iteration
+                elif event == "iterated":
+                    run.iterations = iteration + 1
+                    if every and run.iterations % every == 0:
+                        g.replace(run, vec)
+                    elif check and run.iterations % check == 0:
+                        g.replace_if_drifted(run, vec)
+                    run.iterated(vec["x"])
+                if iteration + 1 > run.maxiter:
+                    return vec["x"].copy(), run.maxiter, "diverged_its"
+                if run.replacements != before:
+                    send[:len(sched.phases[0].pairs)] = g.first_dots(vec)
+                ints[IntSlot.ITERATION] = iteration + 1
+        finally:
+            run.x = vec["x"].copy()
+
+    def _restart(self, run, vec, scal, V):
+        """Start again from x, as the Python loop does (the count goes on)."""
+        self.python.startup(run, vec, scal)
+        self._bind(vec, V)
+        run.replacements += 1
+
+    def _bind(self, vec, V):
+        """The start-up may make new arrays: copy them into the loop's rows."""
+        for name, value in list(vec.items()):
+            if name not in self.rows:
+                raise RuntimeError(f"the compiled loop has no row for vector {name!r}")
+            row = V[self.rows[name]]
+            if value is not row:
+                row[:] = value
+                vec[name] = row
+
+    def _state(self, run, sched):
+        I, F = IntSlot, FloatSlot
+        ints = np.zeros(I.SIZE, dtype=np.int64)
+        ints[I.ITERATION] = run.iterations
+        ints[I.DONE] = run.iterations
+        ints[I.MAXITER] = run.maxiter
+        ints[I.STOP_AT_TEST] = bool(run.monitor)
+        ints[I.STOP_EVERY] = run.callback is not None
+        ints[I.REPLACE_EVERY] = sched.replacement.get("every") or 0
+        ints[I.CHECK_EVERY] = CHECK_EVERY if sched.replacement.get("automatic") else 0
+        ints[I.POKE_ROWS] = POKE_ROWS
+        ints[I.PC_KIND] = 0 if run.M is None else 1 if isinstance(run.M, Jacobi) else 2
+        ints[I.RUNS] = run.A.local.runs is not None
+        floats = np.zeros(F.SIZE)
+        floats[F.ATOL] = run.atol
+        floats[F.LATENCY] = run.reduction.latency
+        return ints, floats
+
+    def _collect(self, run, ints, floats, hist, trace):
+        """Hand the buffers to Python: residual norms, reductions, timings."""
+        I, F = IntSlot, FloatSlot
+        run.iterations = int(ints[I.DONE])
+        if ints[I.HIST]:
+            run.history.extend(hist[:ints[I.HIST]].tolist())
+            ints[I.HIST] = 0
+        if ints[I.TRACE]:
+            offset = time.perf_counter() - MPI.Wtime()
+            run.reduction.record_compiled(trace[:ints[I.TRACE]], self.labels, offset)
+            ints[I.TRACE] = 0
+        run.A.spmv_time += floats[F.SPMV_TIME]
+        run.A.spmv_count += int(ints[I.SPMVS])
+        if run.M is not None:
+            run.M.time += floats[F.PC_TIME]
+            run.M.count += int(ints[I.PCS])
+        floats[F.SPMV_TIME] = floats[F.PC_TIME] = 0.0
+        ints[I.SPMVS] = ints[I.PCS] = 0
+
+    @staticmethod
+    def _matrix(A):
+        local, ghost, halo = A.local, A.ghost, A.halo
+        runs = local.runs
+        if runs is None:
+            empty = np.zeros(1, dtype=np.int64)
+            runs_arrays = (empty, empty, np.zeros(1, np.uint8), empty, empty, np.zeros((1, 1)))
+        else:
+            runs_arrays = (runs.start, runs.length, runs.diagonal, runs.offsets, runs.offset_ptr, runs.values)
+        requests = native.handles(halo.requests)
+        return (local.indptr, local.indices, local.data, *runs_arrays, A.ghost_rows, ghost.indptr,
+                ghost.indices, ghost.data, halo.send_index, halo.send_values, halo.ghost_values, requests,
+                native.status_buffer(len(requests)))
+
+    @staticmethod
+    def _preconditioner(M):
+        if isinstance(M, Jacobi):
+            return (M.inverse_diagonal, np.zeros(1, np.int64), np.zeros(1, np.uint32), np.zeros(1), np.zeros(1, np.int64))
+        if isinstance(M, BlockJacobi):
+            b = M.block
+            return (np.zeros(1), b.indptr, b.indices, b.data, M.diag)
+        return (np.zeros(1), np.zeros(1, np.int64), np.zeros(1, np.uint32), np.zeros(1), np.zeros(1, np.int64))
+
+    @staticmethod
+    def _reduction(comm):
+        return (native.handles([MPI.DOUBLE, MPI.SUM, comm]), native.handles([MPI.REQUEST_NULL]),
+                np.zeros(1, dtype=np.int32), native.status_buffer())
+

@@ -1,0 +1,298 @@
+"""Code generation for the compiled loop: a generated solver's whole iteration as one
+Numba function (source text only; :mod:`.compiled` runs it).
+
+The loop does per iteration what :class:`.codegen.GeneratedSolver` does in Python:
+start each reduction (``MPI_Iallreduce``), apply the operators that overlap it (the
+SpMV with its halo exchange, the preconditioner: none, Jacobi or block-Jacobi
+ILU(0)/IC(0)) poking the reduction with ``MPI_Test`` every few rows, wait, test for
+convergence, compute the scalars with their breakdown checks, and run the segment's
+fused update, the very kernel the Python loop calls.  The scalar expressions are the
+schedule's, renamed to locals.  What happens rarely (a convergence to confirm against
+the true residual, a breakdown, a residual replacement, a callback, a monitor line, a
+full trace buffer) ends the call with an *event* code; the driver handles it in
+Python with the Python loop's own code and calls the loop again where it stopped.
+That keeps the two loops' results bit for bit the same.
+
+``print(loop_source(solver))`` shows the generated module.
+"""
+import ast
+
+from ..kernels.spmv import runs_kernel
+from ..parallel.native import PRELUDE
+
+__all__ = ["loop_source", "EVENTS", "RESUME_TOP", "RESUME_AFTER_TEST", "IntSlot", "FloatSlot"]
+
+EVENTS = ("converged", "tested", "maxiter", "nanorinf", "breakdown", "iterated", "failed", "flush",
+          "mpi_error")
+RESUME_TOP, RESUME_AFTER_TEST = 0, 1
+
+
+class IntSlot:
+    """Indices into the loop's integer state ``I``."""
+    ITERATION, RESUME, MAXITER, STOP_AT_TEST, STOP_EVERY, REPLACE_EVERY, CHECK_EVERY = range(7)
+    HIST, TRACE, CHECK, MPI_ERROR, SPMVS, PCS, POKE_ROWS, PC_KIND, RUNS, DONE, SIZE = range(7, 18)
+
+
+class FloatSlot:
+    """Indices into the loop's float state ``F``."""
+    ATOL, LATENCY, FLAG, RNORM, VALUE, SPMV_TIME, PC_TIME, SIZE = range(8)
+
+
+# The operators and the reduction, shared by every generated loop.  Matrix ``A`` is a
+# tuple (local CSR, its row runs, the ghost rows' CSR, the halo's send index and
+# buffers, its persistent requests); ``P`` the preconditioner's arrays; ``R`` the
+# reduction's (MPI handles: double, sum, comm; the request; scratch flag and status).
+RUNTIME = '''
+import numpy as np
+import numba
+from pipekrylov.kernels.spmv import csr_matvec_rows, csr_matvec_add_rows, gather
+from pipekrylov.kernels.triangular import ilu0_solve
+from {runs_module} import runs as runs_kernel
+
+
+@numba.njit(nogil=True, cache=True)
+def poke(R):
+    """MPI_Test on the outstanding reduction (a completed one is MPI_REQUEST_NULL: no-op)."""
+    handles, request, flag, status = R
+    return MPI_Test(request.ctypes.data, flag.ctypes.data, status.ctypes.data)
+
+
+@numba.njit(nogil=True, cache=True)
+def spmv(x, y, A, R, I, F, progress):
+    """y = A x: start the halo exchange, multiply the local block (poking the reduction
+    every I[POKE_ROWS] rows when ``progress``), finish the exchange, add the ghost rows."""
+    t0 = MPI_Wtime()
+    (indptr, indices, data, start, length, diagonal, offsets, offset_ptr, values,
+     ghost_rows, g_indptr, g_indices, g_data, send_index, send_values, ghost_values, halo, halo_status) = A
+    gather(x, send_index, send_values)
+    nhalo = halo.shape[0]
+    if nhalo > 0:
+        e = MPI_Startall(nhalo, halo.ctypes.data)
+        if e != 0:
+            I[{MPI_ERROR}] = e
+    n = y.shape[0]
+    step = I[{POKE_ROWS}] if progress else n
+    first = 0
+    while first < n:
+        last = min(n, first + step)
+        if I[{RUNS}] != 0:
+            runs_kernel(first, last, start, length, diagonal, offsets, offset_ptr, values,
+                        indptr, indices, data, x, y)
+        else:
+            csr_matvec_rows(first, last, indptr, indices, data, x, y)
+        if progress:
+            poke(R)
+        first = last
+    if nhalo > 0:
+        e = MPI_Waitall(nhalo, halo.ctypes.data, halo_status.ctypes.data)
+        if e != 0:
+            I[{MPI_ERROR}] = e
+    if ghost_rows.shape[0] > 0:
+        csr_matvec_add_rows(ghost_rows, g_indptr, g_indices, g_data, ghost_values, y)
+    F[{SPMV_TIME}] += MPI_Wtime() - t0
+    I[{SPMVS}] += 1
+
+
+@numba.njit(nogil=True, cache=True)
+def precondition(r, z, P, R, I, F, progress):
+    """z = M^-1 r: a copy (no M), Jacobi (poking every I[POKE_ROWS] rows) or the ILU(0)/IC(0)
+    triangular solves of block Jacobi."""
+    t0 = MPI_Wtime()
+    dinv, indptr, indices, data, diag = P
+    kind = I[{PC_KIND}]
+    if kind == 2:
+        ilu0_solve(indptr, indices, data, diag, r, z)
+    else:
+        n = r.shape[0]
+        step = I[{POKE_ROWS}] if progress else n
+        first = 0
+        while first < n:
+            last = min(n, first + step)
+            if kind == 1:
+                for i in range(first, last):
+                    z[i] = dinv[i] * r[i]
+            else:
+                for i in range(first, last):
+                    z[i] = r[i]
+            if progress:
+                poke(R)
+            first = last
+    if kind != 0:
+        F[{PC_TIME}] += MPI_Wtime() - t0
+        I[{PCS}] += 1
+
+
+@numba.njit(nogil=True, cache=True)
+def start(send, count, recv, R, I, F, trace):
+    """Start the Iallreduce of send[:count + 1] (the last entry: the failure flag)."""
+    handles, request, flag, status = R
+    send[count] = F[{FLAG}]
+    t = I[{TRACE}]
+    trace[t, 0] = MPI_Wtime()
+    e = MPI_Iallreduce(send.ctypes.data, recv.ctypes.data, count + 1, handles[0], handles[1], handles[2],
+                       request.ctypes.data)
+    if e != 0:
+        I[{MPI_ERROR}] = e
+
+
+@numba.njit(nogil=True, cache=True)
+def wait(R, I, F, trace):
+    """Complete the reduction, not before its start + the injected latency; trace it."""
+    handles, request, flag, status = R
+    t = I[{TRACE}]
+    trace[t, 3] = MPI_Wtime()
+    ready = trace[t, 0] + F[{LATENCY}]
+    while MPI_Wtime() < ready:
+        poke(R)
+    e = MPI_Wait(request.ctypes.data, status.ctypes.data)
+    if e != 0:
+        I[{MPI_ERROR}] = e
+    trace[t, 4] = MPI_Wtime()
+    I[{TRACE}] = t + 1
+'''
+
+
+class _Renamer(ast.NodeTransformer):
+    def visit_Name(self, node):
+        return ast.copy_location(ast.Name(id=node.id if node.id == "d" else f"s_{node.id}", ctx=node.ctx), node)
+
+
+def _local(expression):
+    """A schedule's scalar expression over locals (``gamma / gamma_old`` ->
+    ``s_gamma / s_gamma_old``; the reduction's results ``d[j]`` stay)."""
+    return ast.unparse(_Renamer().visit(ast.parse(expression, mode="eval")))
+
+
+def _names(expression):
+    return [n.id for n in ast.walk(ast.parse(expression, mode="eval")) if isinstance(n, ast.Name) and n.id != "d"]
+
+
+def loop_source(solver, rows):
+    """The generated module of ``solver`` (a :class:`.codegen.GeneratedSolver`); ``rows``
+    maps each vector's name to its row in the loop's vector array ``V``.  Returns
+    ``(source, scalars, checks)``: the scalar names in the order of the state array
+    ``S``, and the breakdown checks ``(name, condition, reason)`` by their index."""
+    sched = solver.schedule
+    K = len(solver.segments)
+    scalars, checks = [], []
+
+    def scalar(name):
+        if name not in scalars:
+            scalars.append(name)
+
+    for ph in sched.phases:
+        for st in ph.scalars:
+            scalar(st.name)
+            for n in _names(st.expression):
+                scalar(n)
+    for a, b in sched.carried.items():
+        scalar(a)
+        scalar(b)
+    for seg in solver.segments:
+        for s in seg.scalars:
+            scalar(s)
+    for n in _names(sched.reductions.norm):
+        scalar(n)
+
+    I, F = IntSlot, FloatSlot
+    slots = {k: getattr(I, k) for k in dir(I) if k.isupper()} | {k: getattr(F, k) for k in dir(F) if k.isupper()}
+    runtime = RUNTIME.replace("{runs_module}", runs_kernel().py_func.__module__)
+    for key, value in slots.items():
+        runtime = runtime.replace("{" + key + "}", str(value))
+    out = [f"# the compiled loop of: {solver.method.title}", PRELUDE.rstrip(), runtime]
+    for seg in solver.segments:
+        out.append(f"from {seg.kernel.py_func.__module__} import fused as fused_{seg.k}")
+    out += ["", "",
+            "def loop(V, S, D, C, I, F, hist, trace, send, A, P, R):",
+            "    # the vectors",
+            *[f"    v_{name} = V[{row}]" for name, row in rows.items()],
+            "    # the scalars",
+            *[f"    s_{name} = S[{j}]" for j, name in enumerate(scalars)],
+            "    d = D",
+            f"    iteration = I[{I.ITERATION}]",
+            f"    resume = I[{I.RESUME}]",
+            "    event = -1",
+            "    while True:"]
+    body = []
+
+    def emit(line, depth=0):
+        body.append("        " + "    " * depth + line)
+
+    def stop(name, depth):
+        emit(f"event = {EVENTS.index(name)}  # {name}", depth)
+        emit("break", depth)
+
+    def reduction(k, depth):
+        ph = sched.phases[k]
+        emit(f"# reduction {k}: " + ", ".join(f"({a.name}, {b.name})" for a, b in ph.pairs), depth)
+        emit(f"start(send, {len(ph.pairs)}, D, R, I, F, trace)", depth)
+        emit(f"trace[I[{I.TRACE}], 1] = MPI_Wtime()", depth)
+        emit(f"trace[I[{I.TRACE}], 5] = {k}", depth)
+        for img in ph.overlap:
+            src, dst = _store(img.parent), _store(img)
+            call = "spmv" if img.word[0] == "A" else "precondition"
+            operands = "A" if img.word[0] == "A" else "P"
+            emit(f"{call}(v_{src}, v_{dst}, {operands}, R, I, F, True)   # {dst} = {img.word[0]} {src}", depth)
+        emit(f"trace[I[{I.TRACE}], 2] = MPI_Wtime()", depth)
+        emit("wait(R, I, F, trace)", depth)
+        emit(f"if I[{I.MPI_ERROR}] != 0:", depth)
+        stop("mpi_error", depth + 1)
+        emit(f"if d[{len(ph.pairs)}] > 0.0:", depth)
+        stop("failed", depth + 1)
+
+    def phase(k, depth):
+        ph = sched.phases[k]
+        for st in ph.scalars:
+            emit(f"s_{st.name} = {_local(st.expression)}", depth)
+            if st.name in ph.checks:
+                condition, reason = ph.checks[st.name]
+                emit(f"if not ({_local(condition)}):", depth)
+                emit(f"I[{I.CHECK}] = {len(checks)}", depth + 1)
+                emit(f"F[{F.VALUE}] = s_{st.name}", depth + 1)
+                stop("breakdown", depth + 1)
+                checks.append((st.name, condition, reason))
+        if k == K - 1:
+            for a, b in sched.carried.items():
+                emit(f"s_{a} = s_{b}", depth)
+        seg = solver.segments[k]
+        for j, s in enumerate(seg.scalars):
+            emit(f"C[{k}, {j}] = s_{s}", depth)
+        emit(f"fused_{k}({', '.join('v_' + a for a in seg.arrays)}, C[{k}], send)   # and the local dots", depth)
+
+    emit("if resume == 0:")
+    emit(f"if I[{I.HIST}] >= hist.shape[0] or I[{I.TRACE}] + {K} > trace.shape[0]:", 1)
+    stop("flush", 2)
+    reduction(0, 1)
+    emit(f"value = {_local(sched.reductions.norm)}", 1)
+    emit("rnorm = np.sqrt(0.0 if 0.0 > value else value)", 1)
+    emit(f"F[{F.RNORM}] = rnorm", 1)
+    emit(f"if I[{I.STOP_AT_TEST}] != 0:", 1)
+    stop("tested", 2)
+    emit(f"hist[I[{I.HIST}]] = rnorm", 1)
+    emit(f"I[{I.HIST}] += 1", 1)
+    emit("if not np.isfinite(rnorm):", 1)
+    stop("nanorinf", 2)
+    emit(f"if rnorm <= F[{F.ATOL}]:", 1)
+    stop("converged", 2)
+    emit(f"if iteration == I[{I.MAXITER}]:", 1)
+    stop("maxiter", 2)
+    emit("resume = 0")
+    phase(0, 0)
+    for k in range(1, K):
+        reduction(k, 0)
+        phase(k, 0)
+    emit("# the end of the iteration")
+    emit(f"I[{I.DONE}] = iteration + 1")
+    emit(f"if I[{I.STOP_EVERY}] != 0 or (I[{I.REPLACE_EVERY}] > 0 and (iteration + 1) % I[{I.REPLACE_EVERY}] == 0) "
+         f"or (I[{I.CHECK_EVERY}] > 0 and (iteration + 1) % I[{I.CHECK_EVERY}] == 0):")
+    stop("iterated", 1)
+    emit("iteration += 1")
+    out += body
+    out += [f"    I[{I.ITERATION}] = iteration",
+            *[f"    S[{j}] = s_{name}" for j, name in enumerate(scalars)],
+            "    return event", ""]
+    return "\n".join(out), scalars, checks
+
+
+def _store(img):
+    return f"{img.word}{img.version.name}"

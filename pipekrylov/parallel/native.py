@@ -1,0 +1,103 @@
+"""MPI for compiled code: the few MPI calls the compiled solver loop makes from Numba.
+
+The compiled loop (:mod:`pipekrylov.derive.compiled`) runs whole solves without
+returning to Python, so it calls MPI itself: ``MPI_Iallreduce``, ``MPI_Test`` and
+``MPI_Wait`` for the fused reduction, ``MPI_Startall`` and ``MPI_Waitall`` on the
+halo exchange's persistent requests, ``MPI_Wtime`` for the trace and the injected
+latency.  They are bound here, to the MPI library mpi4py has loaded, and called on
+handles taken from mpi4py's objects (the caller's communicator, its requests).
+
+Why our own binding rather than numba-mpi: numba-mpi binds only ``COMM_WORLD`` and
+has neither ``MPI_Iallreduce`` nor persistent requests, and it calls through ctypes
+function pointers, which Numba will not cache.  Here each function is declared as an
+external symbol (``numba.types.ExternalFunction``) that LLVM resolves in the library
+when the code is loaded, so the compiled loop is cached on disk like every kernel.
+
+The ABIs differ in the type of a handle: Open MPI's (and the MPI 5 standard ABI's)
+are pointers, MPICH's are 32-bit integers.  :data:`HANDLE` is the dtype of this
+library's handles (from mpi4py's ``MPI._sizeof``); handles travel into compiled code
+in arrays of that dtype and the external functions are declared with it.  Statuses
+are written to scratch buffers (``MPI_STATUS_IGNORE`` is 0 in one ABI, 1 in the
+other); ``MPI_IN_PLACE`` is never used, for the same reason.
+
+:data:`PRELUDE` is the source text every generated module that calls MPI starts with:
+it imports the declarations and names the ABI, so that code generated for one MPI is
+never loaded from the cache under another.
+"""
+import ctypes
+import functools
+import re
+
+import numpy as np
+from mpi4py import MPI
+
+__all__ = ["HANDLE", "PRELUDE", "handles", "library", "declarations"]
+
+HANDLE = np.dtype(np.int64 if MPI._sizeof(MPI.Comm) == 8 else np.int32)
+"""The dtype of an MPI handle in this MPI's ABI."""
+
+_STATUS_BYTES = 64  # larger than MPI_Status in every ABI (20-24 bytes)
+
+
+@functools.lru_cache(maxsize=None)
+def library():
+    """The path of the MPI library this process has loaded (the one mpi4py calls).
+
+    Read from the process's memory map: mpi4py may load it as a dependency of its
+    extension module or by ``dlopen``, under any of the ABIs' names."""
+    seen = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            match = re.search(r"\s(/\S*/libmpi[\w.-]*\.so[\d.]*)$", line.rstrip())
+            if match and match.group(1) not in seen:
+                seen.append(match.group(1))
+    for path in seen:
+        try:
+            if hasattr(ctypes.CDLL(path), "MPI_Iallreduce"):
+                return path
+        except OSError:
+            continue
+    raise RuntimeError("the MPI library mpi4py uses was not found in this process "
+                       f"(libraries seen: {seen or 'none'}); the compiled loop needs it: use loop='python'")
+
+
+def handles(objects):
+    """The MPI handles of mpi4py objects as an array of :data:`HANDLE` (the bits of each
+    handle as this ABI stores it: mpi4py reports MPICH's 32-bit handles sign-extended)."""
+    bits = 8 * HANDLE.itemsize
+    unsigned = np.dtype(f"uint{bits}")
+    return np.array([MPI._handleof(o) & ((1 << bits) - 1) for o in objects], dtype=unsigned).view(HANDLE)
+
+
+def status_buffer(count=1):
+    """Scratch space for ``count`` statuses."""
+    return np.zeros(count * _STATUS_BYTES // 8 + 1, dtype=np.int64)
+
+
+@functools.lru_cache(maxsize=None)
+def declarations():
+    """The external functions, declared for this ABI (the library loaded for LLVM)."""
+    import llvmlite.binding as llvm
+    from numba import types
+    llvm.load_library_permanently(library())
+    h, i32, ptr = (types.int64 if HANDLE == np.int64 else types.int32), types.int32, types.voidptr
+    declare = types.ExternalFunction
+    return {
+        # (sendbuf, recvbuf, count, datatype, op, comm, request*)
+        "MPI_Iallreduce": declare("MPI_Iallreduce", i32(ptr, ptr, i32, h, h, h, ptr)),
+        "MPI_Test": declare("MPI_Test", i32(ptr, ptr, ptr)),            # (request*, flag*, status*)
+        "MPI_Wait": declare("MPI_Wait", i32(ptr, ptr)),                 # (request*, status*)
+        "MPI_Startall": declare("MPI_Startall", i32(i32, ptr)),         # (count, requests*)
+        "MPI_Waitall": declare("MPI_Waitall", i32(i32, ptr, ptr)),      # (count, requests*, statuses*)
+        "MPI_Wtime": declare("MPI_Wtime", types.float64()),
+    }
+
+
+def _abi_name():
+    version = "".join(c for c in MPI.Get_library_version().split("\n")[0] if c.isprintable()).strip()
+    return f"{HANDLE.name} handles; {version}"
+
+
+PRELUDE = (f"# MPI ABI: {_abi_name()}\n"
+           "from pipekrylov.parallel.native import declarations as _declarations\n"
+           "globals().update(_declarations())\n")
