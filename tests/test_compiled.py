@@ -1,0 +1,232 @@
+"""The compiled loop against the Python loop it compiles: the same residual norms bit for
+bit, the same reasons, monitor lines, callbacks, replacements and trace; errors on every
+rank; the MPI binding of both ABIs."""
+import io
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from mpi4py import MPI
+
+import pipekrylov as pk
+from pipekrylov.derive.compiled import unsupported
+from pipekrylov.parallel import native
+from helpers import NONSYMMETRIC, SPD, problem
+
+SYMMETRIC_METHODS = ["cg", "cg-hs", "cr"]
+GENERAL_METHODS = ["bicgstab", "cgs"]
+PCS = [None, "jacobi", "ilu0"]
+COMM = MPI.COMM_WORLD
+
+
+def both(name, A, b, **options):
+    """Solve with each loop; the results, compiled first."""
+    solver = pk.pipelined(name)
+    compiled = solver(A, b, loop="compiled", **options)
+    python = solver(A, b, loop="python", **options)
+    assert (compiled.loop, python.loop) == ("compiled", "python")
+    return compiled, python
+
+
+def assert_same(compiled, python):
+    assert compiled.reason == python.reason
+    assert compiled.iterations == python.iterations
+    # bit for bit: the same kernels on the same data in the same order
+    np.testing.assert_array_equal(compiled.residual_norms, python.residual_norms)
+    np.testing.assert_array_equal(compiled.x, python.x)
+
+
+def rhs(A):
+    """b = A 1 + a smooth wave (this rank's rows), not an eigenvector of A."""
+    p = A.partition
+    rows = np.arange(p.start, p.end)
+    return A.matvec(np.ones(p.nlocal)) + np.sin(0.37 * rows)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("matrix", ["poisson2d", "poisson3d", "anisotropic2d"] + SPD)
+@pytest.mark.parametrize("name", SYMMETRIC_METHODS)
+@pytest.mark.parametrize("pc", PCS)
+def test_symmetric_methods_match_the_python_loop(matrix, name, pc):
+    A, _ = problem(COMM, matrix)
+    assert_same(*both(name, A, rhs(A), rtol=1e-8, maxiter=400, M="ic0" if pc == "ilu0" else pc))
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("matrix", ["convection_diffusion2d", "poisson2d"] + NONSYMMETRIC)
+@pytest.mark.parametrize("name", GENERAL_METHODS)
+@pytest.mark.parametrize("pc", PCS)
+def test_nonsymmetric_methods_match_the_python_loop(matrix, name, pc):
+    A, _ = problem(COMM, matrix)
+    assert_same(*both(name, A, rhs(A), rtol=1e-8, maxiter=300, M=pc))
+
+
+@pytest.mark.mpi
+def test_a_users_method_runs_compiled():
+    """A Method of the user's own (CG written with a different name) derives and compiles."""
+    base = pk.derive.BASE_METHODS["cg"]
+    import dataclasses
+    mine = dataclasses.replace(base, name="my-cg", title="my CG")
+    A, _ = problem(COMM, "poisson2d")
+    solver = pk.pipelined(mine)
+    c, p = solver(A, rhs(A), rtol=1e-8, loop="compiled"), solver(A, rhs(A), rtol=1e-8, loop="python")
+    assert_same(c, p)
+    assert c.converged
+
+
+@pytest.mark.mpi
+def test_scipy_matrix_given_whole_runs_compiled_and_auto_chooses_it():
+    A, S = problem(COMM, "poisson2d")
+    b = np.ones(S.shape[0])
+    result = pk.pipelined("cg")(S, b, rtol=1e-10, M="jacobi")
+    assert result.loop == "compiled" and result.converged
+    assert np.linalg.norm(b - S @ result.x) <= 1e-10 * np.linalg.norm(b) * 1.01
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("options", [dict(replace_every=10), dict(replace_automatic=True)])
+def test_residual_replacement_is_the_same(options):
+    A, _ = problem(COMM, "1138_bus")
+    solver = pk.pipelined("cg", **options)
+    b = rhs(A)
+    c, p = (solver(A, b, rtol=1e-10, maxiter=3000, M="jacobi", loop=loop) for loop in ("compiled", "python"))
+    assert_same(c, p)
+    assert c.replacements == p.replacements
+    if "replace_every" in options:
+        assert c.replacements >= c.iterations // 10 - 1
+
+
+@pytest.mark.mpi
+def test_maxiter_and_iteration_count():
+    A, _ = problem(COMM, "poisson2d")
+    c, p = both("cg", A, rhs(A), rtol=1e-14, maxiter=7, M="jacobi")
+    assert_same(c, p)
+    assert c.reason == "diverged_its" and c.iterations == 7 and c.info == 7
+
+
+@pytest.mark.mpi
+def test_monitor_lines_and_callbacks_are_the_same():
+    A, _ = problem(COMM, "poisson2d")
+    b = rhs(A)
+    seen = {}
+    for loop in ("compiled", "python"):
+        stream, calls, monitored = io.StringIO(), [], []
+        pk.pipelined("cg")(A, b, rtol=1e-8, M="jacobi", loop=loop, monitor=stream)
+        pk.pipelined("bicgstab")(A, b, rtol=1e-8, M="jacobi", loop=loop,
+                                 callback=lambda xk: calls.append(xk.copy()),
+                                 monitor=lambda k, rnorm: monitored.append((k, rnorm)))
+        seen[loop] = (stream.getvalue(), calls, monitored)
+    (text_c, calls_c, mon_c), (text_p, calls_p, mon_p) = seen["compiled"], seen["python"]
+    assert text_c == text_p
+    if COMM.rank == 0:
+        assert text_c.count("KSP Residual norm") > 10
+    assert mon_c == mon_p and len(mon_c) > 10
+    assert len(calls_c) == len(calls_p) == len(mon_c) - 1
+    for a, b_ in zip(calls_c, calls_p):
+        np.testing.assert_array_equal(a, b_)
+
+
+@pytest.mark.mpi
+def test_trace_and_injected_latency():
+    """Each reduction of the compiled loop is traced as start, overlapped work, wait; no
+    wait ends before its reduction's start + the injected latency."""
+    A, _ = problem(COMM, "poisson2d")
+    latency = 2e-4
+    c, p = both("bicgstab", A, rhs(A), rtol=1e-8, M="jacobi", latency=latency)
+    assert_same(c, p)
+    events = c.reductions.events
+    kinds = [e.kind for e in events]
+    assert kinds.count("start") == kinds.count("wait") == c.reductions.count == p.reductions.count
+    assert [e.label for e in events] == [e.label for e in p.reductions.events]
+    starts = {e.id: e.start for e in events if e.kind == "start"}
+    for e in events:
+        if e.kind == "wait" and e.label.startswith("reduction"):
+            assert e.end >= starts[e.id] + latency * (1 - 1e-6)
+    assert c.timings["spmv_count"] == p.timings["spmv_count"]
+    assert c.timings["reductions_blocked"] > 0.5 * latency * c.iterations
+
+
+@pytest.mark.mpi
+def test_breakdown_has_the_same_reason_on_every_rank():
+    """CG on an indefinite matrix: the compiled loop's check names the same reason."""
+    n = 300
+    S = sp.diags(np.r_[np.linspace(1, 2, n - 5), -np.ones(5)]).tocsr() + sp.diags([0.1, 0.1], [-1, 1], shape=(n, n))
+    A = pk.DistributedCSR.from_scipy(S.tocsr(), COMM)
+    c, p = both("cg", A, rhs(A), rtol=1e-10, maxiter=200)
+    assert_same(c, p)
+    assert c.reason in ("diverged_indefinite_mat", "diverged_indefinite_pc", "diverged_lost_accuracy")
+    assert set(COMM.allgather(c.reason)) == {c.reason}
+
+
+@pytest.mark.mpi
+def test_overflow_inside_the_loop_stops_every_rank_alike():
+    """Values that overflow inside the loop (entries near the largest double) end with
+    the Python loop's reason on every rank, no hang."""
+    A, S = problem(COMM, "poisson2d")
+    big = pk.DistributedCSR.from_scipy((1e300 * S).tocsr(), COMM)
+    c, p = both("cg", big, np.ones(S.shape[0]), rtol=1e-8, maxiter=50)
+    assert_same(c, p)
+    assert c.info < 0
+    assert set(COMM.allgather(c.reason)) == {c.reason}
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_callback_failing_on_one_rank_raises_everywhere():
+    A, _ = problem(COMM, "poisson2d")
+
+    def callback(xk):
+        if COMM.rank == 1 and len(calls) == 3:
+            raise KeyError("callback failed on rank 1")
+        calls.append(1)
+
+    calls = []
+    with pytest.raises(KeyError, match="callback failed"):
+        pk.pipelined("cg")(A, rhs(A), rtol=1e-10, M="jacobi", loop="compiled", callback=callback)
+
+
+@pytest.mark.mpi
+def test_loop_choice():
+    A, S = problem(COMM, "poisson2d")
+    b = rhs(A)
+    solver = pk.pipelined("cg")
+    assert solver(A, b, M="jacobi").loop == "compiled"
+    assert solver(A, b, M=lambda r: r).loop == "python"
+    with pytest.raises(ValueError, match="user operator"):
+        solver(A, b, M=lambda r: r, loop="compiled")
+    with pytest.raises(ValueError, match="loop must be one of"):
+        solver(A, b, loop="fast")
+
+
+def test_unsupported_says_why():
+    A, _ = problem(MPI.COMM_SELF, "poisson2d")
+
+    class Run:
+        pass
+    run = Run()
+    run.A, run.M = A, None
+    assert unsupported(run) is None
+    assert "warm start" in unsupported(run, state={"x": 0})
+    run.M = object()
+    assert "user operator" in unsupported(run)
+
+
+def test_mpi_binding_matches_the_abi():
+    """Handles are pointers in Open MPI's ABI and ints in MPICH's; the library found is
+    the one mpi4py loaded (it defines the functions the loop calls)."""
+    import ctypes
+    vendor = MPI.get_vendor()[0]
+    if vendor == "Open MPI":
+        assert native.HANDLE == np.int64
+    elif vendor == "MPICH" and MPI._sizeof(MPI.Comm) == 4:
+        assert native.HANDLE == np.int32
+    lib = ctypes.CDLL(native.library())
+    for name in native.declarations():
+        assert hasattr(lib, name)
+    h = native.handles([MPI.COMM_WORLD, MPI.DOUBLE])
+    assert h.dtype == native.HANDLE and len(h) == 2 and h[0] != h[1]
+
+
+def test_generated_loop_prints():
+    text = pk.pipelined("cg").compiled_source()
+    assert "def loop(" in text and "MPI_Iallreduce" in text and "# MPI ABI:" in text
+    assert "s_alpha = s_gamma / (s_delta - s_beta * s_gamma / s_alpha_old)" in text
