@@ -143,7 +143,8 @@ def test_trace_and_injected_latency():
         if e.kind == "wait" and e.label.startswith("reduction"):
             assert e.end >= starts[e.id] + latency * (1 - 1e-6)
     assert c.timings["spmv_count"] == p.timings["spmv_count"]
-    assert c.timings["reductions_blocked"] > 0.5 * latency * c.iterations
+    waits = sum(e.end - e.start for e in events if e.kind == "wait")
+    assert c.timings["reductions_blocked"] == pytest.approx(waits, rel=1e-9)
 
 
 @pytest.mark.mpi

@@ -6,6 +6,7 @@ segment with the local dot products of the next reduction, in one pass over memo
 """
 import numpy as np
 
+from ..kernels import dot
 from ..kernels.compile import compile_source
 from ..solvers.result import Breakdown
 from .passes import Img
@@ -89,7 +90,7 @@ class _Segment:
         body += [f"    out[{j}] = d{j}" for j in range(len(dots))]
         self.source = "\n".join(body) + "\n"
         signature = "void(" + ", ".join(["float64[::1]"] * (len(self.arrays) + 2)) + ")"
-        self.kernel = compile_source(self.source, "fused", [signature])
+        self.kernel = compile_source(self.source, "fused", [signature], noalias=True)
         self.coef = np.zeros(max(1, len(scalars)))
         self.out = np.zeros(max(1, len(dots)))
         self.ndots = len(dots)
@@ -305,7 +306,7 @@ class GeneratedSolver:
             self._apply(run, img.word[0], vec[_storage(img.parent)], vec[_storage(img)])
 
     def first_dots(self, vec):
-        return np.array([vec[_storage(a)] @ vec[_storage(b)] for a, b in self.schedule.reductions.pairs[0]])
+        return np.array([dot(vec[_storage(a)], vec[_storage(b)]) for a, b in self.schedule.reductions.pairs[0]])
 
 
 def generate(sched):

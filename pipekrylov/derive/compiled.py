@@ -13,6 +13,7 @@ The compiled loop runs on a :class:`~pipekrylov.matrix.distributed.DistributedCS
 "ilu0"/"ic0"/"bjacobi"; :func:`unsupported` says why another solve cannot.
 """
 import time
+import weakref
 
 import numpy as np
 from mpi4py import MPI
@@ -23,9 +24,12 @@ from ..parallel import native
 from ..precond import BlockJacobi, Jacobi
 from ..solvers.result import Breakdown
 from .codegen import CHECK_EVERY
-from .loopgen import EVENTS, RESUME_AFTER_TEST, RESUME_TOP, FloatSlot, IntSlot, loop_source
+from .loopgen import EVENTS, RESUME_AFTER_TEST, RESUME_TOP, FloatSlot, IntSlot, loop_source, startup_source
 
 __all__ = ["CompiledSolver", "unsupported", "POKE_ROWS", "BUFFERED"]
+
+_MATRICES = weakref.WeakKeyDictionary()   # DistributedCSR -> the loop's tuple of its arrays
+_REDUCTIONS = {}                          # communicator handle -> the loop's reduction handles, scratch
 
 BUFFERED = 2048   # iterations of residual norms and trace kept in compiled code between two hand-backs
 POKE_ROWS = 4096  # rows of the SpMV and Jacobi between two MPI_Test pokes of an outstanding reduction
@@ -57,7 +61,11 @@ class CompiledSolver:
         names = sorted(set(generated.storage) | {"x", "b"} | set(m.constants) | startup)
         self.rows = {name: row for row, name in enumerate(names)}
         self.source, self.scalars, self.checks = loop_source(generated, self.rows)
-        self._kernel = None
+        begin = startup_source(generated, self.rows)
+        self.compiled_startup = begin is not None
+        self.source += begin or ""
+        self.constants = [st for st in m.parsed_startup if st.kind == "scalar"]
+        self._kernel = self._begin = None
         self._compiled_for = set()   # index dtypes of A the loop was compiled for in this process
         K = len(generated.segments)
         self.labels = [f"reduction {k}" for k in range(K)]
@@ -69,12 +77,33 @@ class CompiledSolver:
         the lock, once per process and matrix index types)."""
         if self._kernel is None:
             self._kernel = compile_source(self.source, "loop", None, fastmath=False, error_model="numpy")
+            if self.compiled_startup:
+                self._begin = compile_source(self.source, "begin", None, fastmath=False, error_model="numpy")
         key = tuple(a.dtype for a in args[-3])
         if key not in self._compiled_for:
             with compiling_notice(speak):
                 compile_for(self._kernel, args)
+                if self.compiled_startup:
+                    compile_for(self._begin, self._begin_args(args))
             self._compiled_for.add(key)
         return self._kernel
+
+    @staticmethod
+    def _begin_args(args):
+        V, S, D, C, ints, floats, hist, trace, send, A, P, R = args
+        return V, send, ints, floats, A, P, R
+
+    def _startup(self, run, vec, scal, V, args):
+        """The start-up (compiled where it can be) and the first local dots into send."""
+        if self.compiled_startup:
+            for st in self.constants:
+                scal[st.target] = eval(st.expression, {}, scal)
+            self._begin(*self._begin_args(args))
+        else:
+            self.python.startup(run, vec, scal)
+            self._bind(vec, V)
+            send = args[8]
+            send[:len(self.python.schedule.phases[0].pairs)] = self.python.first_dots(vec)
 
     # -------------------------------------------------------------- running
     def __call__(self, run, state=None):
@@ -88,8 +117,6 @@ class CompiledSolver:
         vec["b"][:] = run.b
         run.x = vec["x"]
         scal = {}
-        g.startup(run, vec, scal)
-        self._bind(vec, V)
         S = np.zeros(max(1, len(self.scalars)))
         D, send = np.zeros(self.width), np.zeros(self.width)
         C = np.zeros(self.coefficients)
@@ -98,12 +125,13 @@ class CompiledSolver:
         args = (V, S, D, C, ints, floats, hist, trace, send, self._matrix(run.A), self._preconditioner(run.M),
                 self._reduction(run.comm))
         kernel = self.kernel(args, run.comm.Get_rank() == 0)
+        self._startup(run, vec, scal, V, args)
+        self._collect(run, ints, floats, hist, trace)
         every = sched.replacement.get("every")
         check = CHECK_EVERY if sched.replacement.get("automatic") else None
         natural = g.method.norm == "natural"
         run.replacements = 0
         restarted_at, resume = None, RESUME_TOP
-        send[:len(sched.phases[0].pairs)] = g.first_dots(vec)
         try:
             while True:
                 S[:] = [scal.get(name, np.nan) for name in self.scalars]
@@ -135,7 +163,7 @@ class CompiledSolver:
                 if event == "converged":
                     if run.true_residual_passes(vec["x"], natural=natural):
                         return vec["x"].copy(), iteration, run.stop_reason()
-                    self._restart(run, vec, scal, V)
+                    self._restart(run, vec, scal, V, args)
                 elif event == "breakdown":
                     name, condition, why = self.checks[int(ints[IntSlot.CHECK])]
                     exc = Breakdown(why, f"p-{g.method.name}: {condition} fails "
@@ -143,7 +171,7 @@ class CompiledSolver:
                     if not check or (restarted_at is not None and iteration - restarted_at <= 2):
                         g.raise_lost_accuracy(run, vec, exc)
                         raise exc
-                    self._restart(run, vec, scal, V)
+                    self._restart(run, vec, scal, V, args)
                     restarted_at = iteration
                 elif event == "iterated":
                     run.iterations = iteration + 1
@@ -154,16 +182,16 @@ class CompiledSolver:
                     run.iterated(vec["x"])
                 if iteration + 1 > run.maxiter:
                     return vec["x"].copy(), run.maxiter, "diverged_its"
-                if run.replacements != before:
+                if event == "iterated" and run.replacements != before:
                     send[:len(sched.phases[0].pairs)] = g.first_dots(vec)
                 ints[IntSlot.ITERATION] = iteration + 1
         finally:
             run.x = vec["x"].copy()
 
-    def _restart(self, run, vec, scal, V):
+    def _restart(self, run, vec, scal, V, args):
         """Start again from x, as the Python loop does (the count goes on)."""
-        self.python.startup(run, vec, scal)
-        self._bind(vec, V)
+        self._startup(run, vec, scal, V, args)
+        self._collect(run, *args[4:8])
         run.replacements += 1
 
     def _bind(self, vec, V):
@@ -215,6 +243,12 @@ class CompiledSolver:
 
     @staticmethod
     def _matrix(A):
+        if A not in _MATRICES:
+            _MATRICES[A] = CompiledSolver._matrix_arrays(A)
+        return _MATRICES[A]
+
+    @staticmethod
+    def _matrix_arrays(A):
         local, ghost, halo = A.local, A.ghost, A.halo
         runs = local.runs
         if runs is None:
@@ -238,6 +272,9 @@ class CompiledSolver:
 
     @staticmethod
     def _reduction(comm):
-        return (native.handles([MPI.DOUBLE, MPI.SUM, comm]), native.handles([MPI.REQUEST_NULL]),
-                np.zeros(1, dtype=np.int32), native.status_buffer())
+        key = MPI._handleof(comm)
+        if key not in _REDUCTIONS:
+            _REDUCTIONS[key] = (native.handles([MPI.DOUBLE, MPI.SUM, comm]), native.handles([MPI.REQUEST_NULL]),
+                                np.zeros(1, dtype=np.int32), native.status_buffer())
+        return _REDUCTIONS[key]
 

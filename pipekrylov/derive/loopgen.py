@@ -16,11 +16,16 @@ That keeps the two loops' results bit for bit the same.
 ``print(loop_source(solver))`` shows the generated module.
 """
 import ast
+import functools
+import hashlib
+import os
 
+from .. import kernels
 from ..kernels.spmv import runs_kernel
+from ..parallel import native
 from ..parallel.native import PRELUDE
 
-__all__ = ["loop_source", "EVENTS", "RESUME_TOP", "RESUME_AFTER_TEST", "IntSlot", "FloatSlot"]
+__all__ = ["loop_source", "startup_source", "EVENTS", "RESUME_TOP", "RESUME_AFTER_TEST", "IntSlot", "FloatSlot"]
 
 EVENTS = ("converged", "tested", "maxiter", "nanorinf", "breakdown", "iterated", "failed", "flush",
           "mpi_error")
@@ -47,6 +52,7 @@ import numpy as np
 import numba
 from pipekrylov.kernels.spmv import csr_matvec_rows, csr_matvec_add_rows, gather
 from pipekrylov.kernels.triangular import ilu0_solve
+from pipekrylov.kernels.fused import dot
 from {runs_module} import runs as runs_kernel
 
 
@@ -163,6 +169,15 @@ def _local(expression):
     return ast.unparse(_Renamer().visit(ast.parse(expression, mode="eval")))
 
 
+def _constant(expression):
+    """Whether a start-up scalar is a constant (``float('inf')``, ``1``)."""
+    try:
+        eval(expression, {"__builtins__": {"float": float, "int": int}}, {})
+        return True
+    except NameError:
+        return False
+
+
 def _names(expression):
     return [n.id for n in ast.walk(ast.parse(expression, mode="eval")) if isinstance(n, ast.Name) and n.id != "d"]
 
@@ -199,7 +214,8 @@ def loop_source(solver, rows):
     runtime = RUNTIME.replace("{runs_module}", runs_kernel().py_func.__module__)
     for key, value in slots.items():
         runtime = runtime.replace("{" + key + "}", str(value))
-    out = [f"# the compiled loop of: {solver.method.title}", PRELUDE.rstrip(), runtime]
+    out = [f"# the compiled loop of: {solver.method.title}", PRELUDE.rstrip(),
+           f"# the package's kernels it calls: {_kernels_digest()}", runtime]
     for seg in solver.segments:
         out.append(f"from {seg.kernel.py_func.__module__} import fused as fused_{seg.k}")
     out += ["", "",
@@ -292,6 +308,56 @@ def loop_source(solver, rows):
             *[f"    S[{j}] = s_{name}" for j, name in enumerate(scalars)],
             "    return event", ""]
     return "\n".join(out), scalars, checks
+
+
+def startup_source(solver, rows):
+    """The start-up's vector statements, the images at point 0 and the first local dots
+    as one compiled function ``begin(V, send, I, F, A, P, R)`` (source text), or None
+    where the start-up needs Python (a dot, a coefficient that is a scalar, a word of
+    several operators).  Its scalar statements are constants, set by the driver."""
+    m = solver.method
+    lines = ["", "", "def begin(V, send, I, F, A, P, R):"]
+    lines += [f"    v_{name} = V[{row}]" for name, row in rows.items()]
+    for st in m.parsed_startup:
+        if st.kind == "apply":
+            if len(st.word) != 1:
+                return None
+            call = "spmv" if st.word == "A" else "precondition"
+            lines.append(f"    {call}(v_{st.source}, v_{st.target}, {st.word if st.word == 'A' else 'P'}, R, I, F, False)"
+                         f"   # {st.text}")
+        elif st.kind == "zero":
+            lines.append(f"    v_{st.target}[:] = 0.0")
+        elif st.kind == "lincomb":
+            if any(c.symbols() for c, _ in st.terms):
+                return None
+            # as the Python start-up sums them: 0 + c0*v0 + c1*v1 ...
+            rhs = "0.0" + "".join(f" + {float(c.terms.get((), 0))!r} * v_{v}[i]" for c, v in st.terms)
+            lines += [f"    for i in range(v_{st.target}.shape[0]):   # {st.text}",
+                      f"        v_{st.target}[i] = {rhs}"]
+        elif st.kind == "dot" or (st.kind == "scalar" and not _constant(st.expression)):
+            return None
+    for img in solver.start_images:
+        src, dst = _store(img.parent), _store(img)
+        call, operands = ("spmv", "A") if img.word[0] == "A" else ("precondition", "P")
+        lines.append(f"    {call}(v_{src}, v_{dst}, {operands}, R, I, F, False)   # {dst} = {img.word[0]} {src}")
+    for j, (a, b) in enumerate(solver.schedule.reductions.pairs[0]):
+        lines.append(f"    send[{j}] = dot(v_{_store(a)}, v_{_store(b)})")
+    lines.append("    return 0")
+    return "\n".join(lines) + "\n"
+
+
+@functools.lru_cache(maxsize=None)
+def _kernels_digest():
+    """A digest of the sources of the package kernels and MPI declarations the loop
+    calls.  Numba's cache of the loop holds their compiled code: a loop cached against
+    other kernels (an upgrade) must not be loaded, so their digest is in its source."""
+    folder = os.path.dirname(kernels.__file__)
+    paths = [os.path.join(folder, name) for name in sorted(os.listdir(folder)) if name.endswith(".py")]
+    digest = hashlib.sha256()
+    for path in paths + [native.__file__]:
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    return digest.hexdigest()[:16]
 
 
 def _store(img):

@@ -20,6 +20,27 @@ from ..atomic import atomic_write
 __all__ = ["cache_dir", "cache_lock", "compiling_notice", "jit", "compile_source", "compile_for"]
 
 FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
+
+
+def _register_noalias():
+    """Numba can mark a kernel's array arguments ``noalias`` (C's ``restrict``): it has
+    the compiler flag but no public option for it.  Registered here where Numba has the
+    flag.  Without it, LLVM 14 (numba < 0.61) does not vectorize a loop that stores to
+    more than a few arrays (it cannot prove they do not overlap): the fused updates ran
+    scalar.  Only kernels whose arrays never overlap ask for it."""
+    try:
+        from numba.core import cpu, options
+        from numba.core.compiler import Flags
+        if not hasattr(Flags, "noalias"):
+            return False
+        if not hasattr(cpu.CPUTargetOptions, "noalias"):
+            cpu.CPUTargetOptions.noalias = options._mapping("noalias")
+        return True
+    except (ImportError, AttributeError):
+        return False
+
+
+NOALIAS = _register_noalias()
 _COMPILED = {}  # vectorized reductions; NaN still propagates
 
 
@@ -58,9 +79,12 @@ def cache_lock():
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def jit(signatures, **options):
-    """``numba.njit(signatures, cache=True, nogil=True)``, compiled eagerly under the lock."""
+def jit(signatures, noalias=False, **options):
+    """``numba.njit(signatures, cache=True, nogil=True)``, compiled eagerly under the lock.
+    ``noalias``: the kernel's arrays never overlap (see :data:`NOALIAS`)."""
     options.setdefault("fastmath", FASTMATH)
+    if noalias and NOALIAS:
+        options["noalias"] = True
 
     def decorate(func):
         with cache_lock():
@@ -68,17 +92,21 @@ def jit(signatures, **options):
     return decorate
 
 
-def compile_source(source, name, signatures, fastmath=FASTMATH, **options):
+def compile_source(source, name, signatures, fastmath=FASTMATH, noalias=False, **options):
     """Compile generated Python ``source`` defining ``name`` into a cached Numba kernel.
 
     ``fastmath=False`` keeps IEEE semantics (no FMA contraction), for kernels that must
     reproduce a reference bit for bit.  ``signatures=None`` compiles at the first call
-    instead, for the types given then (:func:`compile_for`); ``options`` go to Numba.
+    instead, for the types given then (:func:`compile_for`); ``noalias``: the kernel's
+    arrays never overlap (see :data:`NOALIAS`); ``options`` go to Numba.
 
     The source is written to a file named by its hash (Numba caches only functions that
     live in a file), then imported and compiled under the lock; a process compiles each
     (source, signatures, fastmath) once and returns the same kernel afterwards.
     """
+    if noalias and NOALIAS:
+        options["noalias"] = True
+        source = "# compiled with noalias arguments\n" + source  # a cache entry of its own
     digest = hashlib.sha256(source.encode()).hexdigest()[:20]
     key = (digest, name, repr(signatures),
            repr(sorted(fastmath) if isinstance(fastmath, (set, frozenset)) else fastmath), repr(sorted(options.items())))

@@ -18,9 +18,9 @@ import threading
 
 import numpy as np
 
-from .compile import compile_source
+from .compile import compile_source, jit
 
-__all__ = ["fused_kernel", "FusedKernel"]
+__all__ = ["fused_kernel", "FusedKernel", "dot"]
 
 _TERM = re.compile(r"([+-]?)\s*([^+-]+)")
 _NAME = re.compile(r"^[A-Za-z_]\w*$")
@@ -62,6 +62,18 @@ def fused_kernel(statements, dots=(), scalars=()):
         if key not in _KERNELS:
             _KERNELS[key] = FusedKernel(*key)
         return _KERNELS[key]
+
+
+@jit(["float64(float64[::1], float64[::1])"], fastmath=False)
+def dot(a, b):
+    """The local dot product, summed in index order.  The compiled and the Python loop of
+    a derived method start with it: in order, its sum does not depend on where the code
+    is compiled (BLAS's order depends on the CPU; a reassociated loop inlined into the
+    compiled loop is vectorized anew and sums differently than when called alone)."""
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += a[i] * b[i]
+    return s
 
 
 def _parse(statements, scalars):

@@ -228,4 +228,4 @@ def runs_kernel():
     runs = "int64[::1], int64[::1], uint8[::1], int64[::1], int64[::1], float64[:, ::1]"
     return compile_source(runs_source(), "runs",
                           [f"void(int64, int64, {runs}, {c}, float64[::1], float64[::1])"
-                           for c in _CSRS], fastmath=False)
+                           for c in _CSRS], fastmath=False, noalias=True)

@@ -157,7 +157,12 @@ class DistributedCSR:
         return y
 
     def diagonal(self):
-        """The local part of the diagonal."""
+        """The local part of the diagonal (a copy)."""
+        return self._diagonal.copy()
+
+    @functools.cached_property
+    def _diagonal(self):
+        # the values never change: a solve that builds Jacobi from it costs no scan
         return self.local.to_scipy().diagonal()
 
     def norm_inf(self):

@@ -88,7 +88,7 @@ class FusedReduction:
         self.comm = comm
         self.latency = float(latency)
         self.trace = trace
-        self.events = []
+        self._events = []      # Events, and blocks of the compiled loop's trace not yet read
         self.pending = []
         self.blocked_time = 0.0
         self.count = 0
@@ -162,19 +162,33 @@ class FusedReduction:
         begin, overlap end, wait begin, wait end, label index) in MPI_Wtime seconds,
         ``clock_offset`` = perf_counter - MPI_Wtime.  Each becomes the three events
         the Python loop records, in the same order."""
-        for t_start, w0, w1, t0, t1, k in rows.tolist():
-            self.count += 1
-            self.blocked_time += t1 - t0
-            if self.trace:
-                label = labels[int(k)]
-                shift = clock_offset - self.t_origin
-                self.events += [Event("start", label, t_start + shift, t_start + shift, self.count),
-                                Event("work", "overlap", w0 + shift, w1 + shift, None),
-                                Event("wait", label, t0 + shift, t1 + shift, self.count)]
+        first = self.count + 1
+        self.count += len(rows)
+        self.blocked_time += float((rows[:, 4] - rows[:, 3]).sum())
+        if self.trace:   # made into Events when read: a solve does not pay for them
+            self._events.append((rows.copy(), labels, clock_offset - self.t_origin, first))
+
+    @property
+    def events(self):
+        """The trace: Events in the order they happened."""
+        if any(not isinstance(e, Event) for e in self._events):
+            events = []
+            for item in self._events:
+                if isinstance(item, Event):
+                    events.append(item)
+                    continue
+                rows, labels, shift, ident = item
+                for j, (t_start, w0, w1, t0, t1, k) in enumerate(rows.tolist()):
+                    label = labels[int(k)]
+                    events += [Event("start", label, t_start + shift, t_start + shift, ident + j),
+                               Event("work", "overlap", w0 + shift, w1 + shift, None),
+                               Event("wait", label, t0 + shift, t1 + shift, ident + j)]
+            self._events = events
+        return self._events
 
     def _record(self, kind, label, t0, t1, ident):
         if self.trace:
-            self.events.append(Event(kind, label, t0 - self.t_origin, t1 - self.t_origin, ident))
+            self._events.append(Event(kind, label, t0 - self.t_origin, t1 - self.t_origin, ident))
 
     def summary(self):
         """Counts and times: reductions, waits that blocked and for how long."""

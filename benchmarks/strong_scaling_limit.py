@@ -1,0 +1,235 @@
+"""Time per iteration in the strong-scaling limit: few unknowns per rank, reductions that
+cost more than the local work.  Our cg, p-cg and p(2)-cg (on the compiled and the Python
+loop where they have both) against PETSc's cg, pipecg and pipelcg, in one run:
+
+    python benchmarks/strong_scaling_limit.py                  # every case below
+    python benchmarks/strong_scaling_limit.py --ranks 1 2 --transports shm --sizes 256 1024
+
+2D Poisson with 256 ... 65,536 unknowns per rank and 10^6 in total, Jacobi, at 1, 2
+and 4 ranks, over shared memory and over TCP (Open MPI ``--mca btl tcp,self --mca
+btl_tcp_if_include lo``: the ranks talk through the kernel's network stack, a real
+reduction latency of about 100 us).  The script starts ``mpiexec`` itself for each
+(ranks, transport) and prints one table.
+
+Time per iteration is the difference of two solves of N1 and N2 iterations (rtol 0),
+divided by N2 - N1, best of ``--repeat``: the per-iteration cost without the per-solve
+set-up, which is printed apart ("fixed", for our compiled p-cg and PETSc's pipecg).
+N2 stays below the iterations p-cg takes to reach rounding, so no solver stops early.
+"hidden" is the share of a reduction's latency the compiled p-cg hides: 1 - (time
+blocked in its wait) / (time of a blocking Allreduce), from the trace.
+Compilation is excluded: every solver runs once before timing.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+SIZES = [256, 1024, 4096, 16384, 65536]
+TOTAL = 10 ** 6
+OURS = ["cg", "p-cg compiled", "p-cg python", "p(2)-cg"]
+PETSC = ["PETSc cg", "PETSc pipecg", "PETSc pipelcg"]
+TCP = ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo"]
+
+
+# ------------------------------------------------------------------ one mpiexec run
+def grid(total):
+    """nx, ny with nx * ny == total, as square as powers of two allow."""
+    nx = int(round(np.sqrt(total)))
+    if nx * nx == total:
+        return nx, nx
+    nx = 1 << int(np.ceil(np.log2(np.sqrt(total))))
+    return nx, total // nx
+
+
+def our_solvers():
+    import pipekrylov as pk
+    pcg = pk.pipelined("cg")
+    return {
+        "cg": lambda A, b, n, **kw: pk.cg(A, b, rtol=0.0, maxiter=n, M="jacobi", **kw),
+        "p-cg compiled": lambda A, b, n, **kw: pcg(A, b, rtol=0.0, maxiter=n, M="jacobi", loop="compiled", **kw),
+        "p-cg python": lambda A, b, n, **kw: pcg(A, b, rtol=0.0, maxiter=n, M="jacobi", loop="python", **kw),
+        "p(2)-cg": lambda A, b, n, **kw: pk.plcg(A, b, depth=2, rtol=0.0, maxiter=n, M="jacobi", **kw),
+    }
+
+
+def petsc_solver(comm, A, b, ksp_type):
+    """A function running ``n`` iterations of a PETSc KSP (Jacobi, rtol 0) -> iterations."""
+    from petsc4py import PETSc
+    from pipekrylov.petsc import aij
+    M = aij(A)
+    ksp = PETSc.KSP().create(comm)
+    ksp.setOperators(M)
+    ksp.setType(ksp_type)
+    if ksp_type == "pipelcg":
+        PETSc.Options().setValue("ksp_pipelcg_pipel", 2)
+        ksp.setFromOptions()
+    ksp.getPC().setType("jacobi")
+    bv, xv = M.createVecs()
+    bv.array[:] = b
+
+    def solve(n):
+        ksp.setTolerances(rtol=0.0, atol=0.0, divtol=1e300, max_it=n)
+        xv.set(0.0)
+        ksp.solve(bv, xv)
+        return ksp.getIterationNumber()
+    return solve
+
+
+def timed(comm, func, n):
+    """(slowest rank's seconds, iterations done) of ``func(n)``."""
+    from mpi4py import MPI
+    comm.Barrier()
+    t0 = time.perf_counter()
+    its = func(n)
+    return comm.allreduce(time.perf_counter() - t0, op=MPI.MAX), its
+
+
+def allreduce_time(comm, repeat=200):
+    """Best time of a blocking Allreduce of 4 doubles (what one fused reduction costs)."""
+    from mpi4py import MPI
+    send, recv, best = np.ones(4), np.empty(4), np.inf
+    for _ in range(repeat):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        comm.Allreduce(send, recv, op=MPI.SUM)
+        best = min(best, comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+    return best
+
+
+def worker(sizes, repeat, with_petsc):
+    from mpi4py import MPI
+    import pipekrylov as pk
+    comm = MPI.COMM_WORLD
+    ours = our_solvers()
+    t_reduce = allreduce_time(comm) if comm.size > 1 else 0.0
+    for size in sizes:
+        total = size * comm.size if size != TOTAL else TOTAL
+        A = pk.poisson2d(comm, *grid(total))
+        b = A.matvec(np.ones(A.partition.nlocal)) + 1e-3
+        # N2 below the iterations p-cg takes to reach rounding (rtol 0 stops it there),
+        # and fewer for the large sizes (the figure is clear after a few iterations there)
+        reach = ours["p-cg compiled"](A, b, 400).iterations
+        n2 = max(8, min(300, int(0.8 * reach), max(24, 30_000_000 // A.partition.nlocal)))
+        n1 = max(2, n2 // 4)
+        funcs = {name: (lambda f: lambda n: f(A, b, n).iterations)(f) for name, f in ours.items()}
+        if with_petsc:
+            for name in PETSC:
+                funcs[name] = petsc_solver(comm, A, b, name.split()[1])
+        best = {name: [np.inf, np.inf] for name in funcs}
+        short = set()
+        for name, f in funcs.items():   # warm: compilation excluded
+            f(n1)
+        for _ in range(repeat):
+            for name, f in funcs.items():
+                for j, n in enumerate((n1, n2)):
+                    t, its = timed(comm, f, n)
+                    if its not in (n, n + 1):   # PETSc's pipecg counts one more
+                        short.add(name)
+                    best[name][j] = min(best[name][j], t)
+        row = {"ranks": comm.size, "local": A.partition.n // comm.size, "total": A.partition.n,
+               "n1": n1, "n2": n2, "allreduce_us": t_reduce * 1e6}
+        for name, (t1, t2) in best.items():
+            per = (t2 - t1) / (n2 - n1)
+            row[name] = None if name in short else per * 1e6
+            row[name + " fixed"] = (t1 - n1 * per) * 1e6
+        res = ours["p-cg compiled"](A, b, n2)
+        waits = [e.end - e.start for e in res.reductions.events if e.kind == "wait" and e.label.startswith("reduction")]
+        blocked = comm.allreduce(float(np.mean(waits)), op=MPI.MAX)
+        row["hidden"] = max(0.0, 1.0 - blocked / t_reduce) if t_reduce > 0 else None
+        if comm.rank == 0:
+            print("ROW " + json.dumps(row), flush=True)
+
+
+# ------------------------------------------------------------------ the driver
+def launcher_kind(mpiexec):
+    out = subprocess.run([mpiexec, "--version"], capture_output=True, text=True).stdout
+    return "openmpi" if "Open MPI" in out or "OpenRTE" in out else "other"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="*", default=SIZES + [TOTAL],
+                        help=f"unknowns per rank ({TOTAL} means that many in total)")
+    parser.add_argument("--ranks", type=int, nargs="*", default=[1, 2, 4])
+    parser.add_argument("--transports", nargs="*", default=["shm", "tcp"], choices=["shm", "tcp"])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-petsc", action="store_true")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--timeout", type=float, default=1800)
+    args = parser.parse_args()
+    try:
+        import petsc4py  # noqa: F401
+        with_petsc = not args.no_petsc
+    except ImportError:
+        with_petsc = False
+    if args.worker:
+        worker(args.sizes, args.repeat, with_petsc)
+        return 0
+    mpiexec = shutil.which("mpiexec")
+    kind = launcher_kind(mpiexec)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    rows = []
+    for transport in args.transports:
+        for ranks in args.ranks:
+            if transport == "tcp" and (ranks == 1 or kind != "openmpi"):
+                continue
+            command = [mpiexec, *(TCP if transport == "tcp" else []), "-n", str(ranks), sys.executable,
+                       os.path.abspath(__file__), "--worker", "--repeat", str(args.repeat),
+                       "--sizes", *map(str, args.sizes)] + (["--no-petsc"] if not with_petsc else [])
+            print(f"# {transport}, {ranks} rank(s): {' '.join(command[:-2 - len(args.sizes)])} ...",
+                  file=sys.stderr, flush=True)
+            out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=args.timeout)
+            if out.returncode != 0:
+                print(out.stdout[-2000:], out.stderr[-4000:], file=sys.stderr)
+                return 1
+            for line in out.stdout.splitlines():
+                if line.startswith("ROW "):
+                    rows.append(dict(json.loads(line[4:]), transport=transport))
+    print(report(rows, with_petsc))
+    return 0
+
+
+def report(rows, with_petsc):
+    from pipekrylov.compare import markdown_table
+    import platform
+    names = OURS + (PETSC if with_petsc else [])
+    header = ["transport", "ranks", "unknowns/rank"] + names + ["p-cg compiled fixed", "PETSc pipecg fixed"] * with_petsc
+    header += ["compiled / pipecg", "compiled / PETSc cg"] * with_petsc + ["allreduce", "hidden"]
+    table = []
+
+    def us(v):
+        return "-" if v is None else f"{v:.1f}"
+    for r in rows:
+        line = [r["transport"], r["ranks"], f"{r['local']:,}"] + [us(r.get(n)) for n in names]
+        if with_petsc:
+            line += [us(r.get("p-cg compiled fixed")), us(r.get("PETSc pipecg fixed"))]
+            for ref in ("PETSc pipecg", "PETSc cg"):
+                a, b = r.get("p-cg compiled"), r.get(ref)
+                line.append("-" if a is None or not b else f"{a / b:.2f}")
+        line += [us(r["allreduce_us"]) if r["ranks"] > 1 else "-",
+                 "-" if r["hidden"] is None else f"{r['hidden']:.0%}"]
+        table.append(line)
+    cpu = _cpu_name()
+    return (f"time per iteration, us (2D Poisson, Jacobi; difference of N1 and N2 iterations), "
+            f"{cpu}, {os.cpu_count()} cores, {platform.node()}\n" + markdown_table(header, table))
+
+
+def _cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
