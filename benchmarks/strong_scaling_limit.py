@@ -12,7 +12,8 @@ reduction latency of about 100 us).  The script starts ``mpiexec`` itself for ea
 (ranks, transport) and prints one table.
 
 Time per iteration is the difference of two solves of N1 and N2 iterations (rtol 0),
-divided by N2 - N1, best of ``--repeat``: the per-iteration cost without the per-solve
+divided by N2 - N1, best of ``--repeat`` rounds or more (up to 200 where a round is
+short; each solver's rounds together): the per-iteration cost without the per-solve
 set-up, which is printed apart ("fixed", for our compiled p-cg and PETSc's pipecg).
 N2 stays below the iterations p-cg takes to reach rounding, so no solver stops early.
 "hidden" is the share of a reduction's latency the compiled p-cg hides: 1 - (time
@@ -20,6 +21,7 @@ blocked in its wait) / (time of a blocking Allreduce), from the trace.
 Compilation is excluded: every solver runs once before timing.
 """
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -122,15 +124,23 @@ def worker(sizes, repeat, with_petsc):
                 funcs[name] = petsc_solver(comm, A, b, name.split()[1])
         best = {name: [np.inf, np.inf] for name in funcs}
         short = set()
-        for name, f in funcs.items():   # warm: compilation excluded
-            f(n1)
-        for _ in range(repeat):
-            for name, f in funcs.items():
+        for name, f in funcs.items():
+            t0 = time.perf_counter()
+            f(n1)   # warm: compilation excluded
+            f(n2)
+            # small sizes are noisy and cheap: more rounds, within about a second per solver;
+            # each solver's rounds run together (after another solver, the caches and the
+            # allocator are in another state, which at 256 unknowns is more than the signal)
+            rounds = comm.bcast(max(repeat, min(200, int(1.0 / max(time.perf_counter() - t0, 1e-4)))))
+            gc.collect()
+            gc.disable()   # a collection inside a timed solve is noise, not the solver's cost
+            for _ in range(rounds):
                 for j, n in enumerate((n1, n2)):
                     t, its = timed(comm, f, n)
                     if its not in (n, n + 1):   # PETSc's pipecg counts one more
                         short.add(name)
                     best[name][j] = min(best[name][j], t)
+        gc.enable()
         row = {"ranks": comm.size, "local": A.partition.n // comm.size, "total": A.partition.n,
                "n1": n1, "n2": n2, "allreduce_us": t_reduce * 1e6}
         for name, (t1, t2) in best.items():

@@ -56,14 +56,19 @@ def solve_record(args, comm):
         # b = A * ones, so the error is measurable and every method has the same target
         b = A.matvec(np.ones(A.partition.nlocal))
         solver = make_solver(args.method, args.depth)
-        solver(A, b, rtol=0.0, maxiter=2, M=args.pc)
+        loop = {} if args.loop == "auto" else {"loop": args.loop}
+        if loop and not hasattr(solver, "compiled_source"):
+            raise ValueError(f"--loop {args.loop}: only the derived depth-1 methods (p-cg, p-cr, "
+                             "p-bicgstab, p-cgs, p-cg-hs) have a compiled loop")
+        solver(A, b, rtol=0.0, maxiter=2, M=args.pc, **loop)
     res = solver(A, b, rtol=args.rtol, atol=args.atol, maxiter=args.maxiter, M=args.pc,
-                 monitor=args.monitor, latency=args.latency)
+                 monitor=args.monitor, latency=args.latency, **loop)
     r = b - A.matvec(res.x)
     true_residual = np.sqrt(comm.allreduce(r @ r)) / np.sqrt(comm.allreduce(b @ b))
     record = {"problem": label, "n": A.shape[0], "ranks": comm.size, "method": args.method,
               "preconditioner": args.pc, "latency": args.latency, "iterations": res.iterations,
               "reason": res.reason, "info": res.info, "true_residual": true_residual,
+              "loop": getattr(res, "loop", "python"),
               **{k: comm.allreduce(v, op=MPI.MAX) for k, v in res.timings.items()}}
     record["time_per_iteration"] = record["total"] / max(res.iterations, 1)
     return record
@@ -117,7 +122,8 @@ def solve_command(args):
         else:
             per_iteration = (f"{record['time_per_iteration'] * 1e3:.3f} ms/iteration" if record["iterations"]
                              else f"{record['total'] * 1e3:.1f} ms in all")
-            print(f"{args.method} on {record['problem']} (n={record['n']}, {comm.size} ranks): "
+            print(f"{args.method} on {record['problem']} (n={record['n']}, {comm.size} ranks, "
+                  f"{record['loop']} loop): "
                   f"{record['reason']} in {record['iterations']} iterations, true relative "
                   f"residual {record['true_residual']:.2e}, {per_iteration}, "
                   f"{record['reductions_blocked'] * 1e3:.1f} ms blocked in reductions")
@@ -290,6 +296,8 @@ def main(argv=None):
     option("--maxiter", type=int, default=None)
     option("--latency", type=float, default=0.0, help="injected reduction latency, seconds")
     option("--monitor", action="store_true", help="PETSc-style residual monitor")
+    option("--loop", default="auto", choices=["auto", "compiled", "python"],
+           help="a derived method's loop: compiled (where it applies, the default) or python")
     option("--expect-ranks", type=int, help="fail unless run on this many ranks")
     solve = sub.add_parser("solve", parents=[solve_options],
                            help="solve one problem (run it under mpiexec)")

@@ -217,6 +217,7 @@ class CompiledSolver:
         ints[I.POKE_ROWS] = POKE_ROWS
         ints[I.PC_KIND] = 0 if run.M is None else 1 if isinstance(run.M, Jacobi) else 2
         ints[I.RUNS] = run.A.local.runs is not None
+        ints[I.RANKS] = run.comm.Get_size()
         floats = np.zeros(F.SIZE)
         floats[F.ATOL] = run.atol
         floats[F.LATENCY] = run.reduction.latency

@@ -35,7 +35,7 @@ RESUME_TOP, RESUME_AFTER_TEST = 0, 1
 class IntSlot:
     """Indices into the loop's integer state ``I``."""
     ITERATION, RESUME, MAXITER, STOP_AT_TEST, STOP_EVERY, REPLACE_EVERY, CHECK_EVERY = range(7)
-    HIST, TRACE, CHECK, MPI_ERROR, SPMVS, PCS, POKE_ROWS, PC_KIND, RUNS, DONE, SIZE = range(7, 18)
+    HIST, TRACE, CHECK, MPI_ERROR, SPMVS, PCS, POKE_ROWS, PC_KIND, RUNS, DONE, RANKS, SIZE = range(7, 19)
 
 
 class FloatSlot:
@@ -86,7 +86,7 @@ def spmv(x, y, A, R, I, F, progress):
                         indptr, indices, data, x, y)
         else:
             csr_matvec_rows(first, last, indptr, indices, data, x, y)
-        if progress:
+        if progress and I[{RANKS}] > 1:
             poke(R)
         first = last
     if nhalo > 0:
@@ -120,7 +120,7 @@ def precondition(r, z, P, R, I, F, progress):
             else:
                 for i in range(first, last):
                     z[i] = r[i]
-            if progress:
+            if progress and I[{RANKS}] > 1:
                 poke(R)
             first = last
     if kind != 0:
@@ -130,11 +130,15 @@ def precondition(r, z, P, R, I, F, progress):
 
 @numba.njit(nogil=True, cache=True)
 def start(send, count, recv, R, I, F, trace):
-    """Start the Iallreduce of send[:count + 1] (the last entry: the failure flag)."""
+    """Start the Iallreduce of send[:count + 1] (the last entry: the failure flag); on
+    one rank the sums are the local values (no MPI call, as PETSc on one process)."""
     handles, request, flag, status = R
     send[count] = F[{FLAG}]
     t = I[{TRACE}]
     trace[t, 0] = MPI_Wtime()
+    if I[{RANKS}] == 1:
+        recv[:count + 1] = send[:count + 1]
+        return
     e = MPI_Iallreduce(send.ctypes.data, recv.ctypes.data, count + 1, handles[0], handles[1], handles[2],
                        request.ctypes.data)
     if e != 0:
@@ -150,9 +154,10 @@ def wait(R, I, F, trace):
     ready = trace[t, 0] + F[{LATENCY}]
     while MPI_Wtime() < ready:
         poke(R)
-    e = MPI_Wait(request.ctypes.data, status.ctypes.data)
-    if e != 0:
-        I[{MPI_ERROR}] = e
+    if I[{RANKS}] > 1:
+        e = MPI_Wait(request.ctypes.data, status.ctypes.data)
+        if e != 0:
+            I[{MPI_ERROR}] = e
     trace[t, 4] = MPI_Wtime()
     I[{TRACE}] = t + 1
 '''
