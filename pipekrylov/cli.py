@@ -122,10 +122,9 @@ def solve_command(args):
         else:
             per_iteration = (f"{record['time_per_iteration'] * 1e3:.3f} ms/iteration" if record["iterations"]
                              else f"{record['total'] * 1e3:.1f} ms in all")
-            print(f"{args.method} on {record['problem']} (n={record['n']}, {comm.size} ranks, "
-                  f"{record['loop']} loop): "
+            print(f"{args.method} on {record['problem']} (n={record['n']}, {comm.size} ranks): "
                   f"{record['reason']} in {record['iterations']} iterations, true relative "
-                  f"residual {record['true_residual']:.2e}, {per_iteration}, "
+                  f"residual {record['true_residual']:.2e}, {per_iteration} ({record['loop']} loop), "
                   f"{record['reductions_blocked'] * 1e3:.1f} ms blocked in reductions")
     return 0 if record["info"] == 0 else 1
 
