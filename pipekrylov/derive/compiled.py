@@ -151,18 +151,18 @@ class CompiledSolver:
                 if event == "tested":
                     if not run.converged(iteration, float(floats[FloatSlot.RNORM])):
                         if iteration == run.maxiter:
-                            return vec["x"].copy(), iteration, "diverged_its"
+                            return self._stop(run, vec, iteration, "diverged_its")
                         resume = RESUME_AFTER_TEST
                         continue
                     event = "converged"
                 if event == "nanorinf":
                     raise Breakdown("diverged_nanorinf", "residual norm is not finite")
                 if event == "maxiter":
-                    return vec["x"].copy(), iteration, "diverged_its"
+                    return self._stop(run, vec, iteration, "diverged_its")
                 before = run.replacements
                 if event == "converged":
                     if run.true_residual_passes(vec["x"], natural=natural):
-                        return vec["x"].copy(), iteration, run.stop_reason()
+                        return self._stop(run, vec, iteration, run.stop_reason())
                     self._restart(run, vec, scal, V, args)
                 elif event == "breakdown":
                     name, condition, why = self.checks[int(ints[IntSlot.CHECK])]
@@ -181,12 +181,18 @@ class CompiledSolver:
                         g.replace_if_drifted(run, vec)
                     run.iterated(vec["x"])
                 if iteration + 1 > run.maxiter:
-                    return vec["x"].copy(), run.maxiter, "diverged_its"
+                    return self._stop(run, vec, run.maxiter, "diverged_its")
                 if event == "iterated" and run.replacements != before:
                     send[:len(sched.phases[0].pairs)] = g.first_dots(vec)
                 ints[IntSlot.ITERATION] = iteration + 1
-        finally:
-            run.x = vec["x"].copy()
+        except BaseException:
+            run.x = vec["x"].copy()   # a breakdown's result reports x (not a view of V)
+            raise
+
+    @staticmethod
+    def _stop(run, vec, iteration, reason):
+        run.x = vec["x"].copy()
+        return run.x, iteration, reason
 
     def _restart(self, run, vec, scal, V, args):
         """Start again from x, as the Python loop does (the count goes on)."""
