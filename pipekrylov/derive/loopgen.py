@@ -114,12 +114,14 @@ def precondition(r, z, P, R, I, F, progress):
         first = 0
         while first < n:
             last = min(n, first + step)
+            # slices indexed from 0: no negative-index test, so the loops vectorize
+            zc, rc = z[first:last], r[first:last]
             if kind == 1:
-                for i in range(first, last):
-                    z[i] = dinv[i] * r[i]
+                dc = dinv[first:last]
+                for q in range(last - first):
+                    zc[q] = dc[q] * rc[q]
             else:
-                for i in range(first, last):
-                    z[i] = r[i]
+                zc[:] = rc
             if progress and I[{RANKS}] > 1:
                 poke(R)
             first = last
