@@ -198,15 +198,20 @@ class GeneratedSolver:
                         scal[a] = scal[b]
                 local = self.segments[k](vec, scal)
             else:
-                run.iterations = iteration + 1
-                if every and run.iterations % every == 0:
-                    self.replace(run, vec)
-                elif check and run.iterations % check == 0:
-                    self.replace_if_drifted(run, vec)
-                run.iterated(vec["x"])
+                self.end_of_iteration(run, vec, iteration, every, check)
             local = self.first_dots(vec) if run.replacements != replaced else local
             replaced = run.replacements
         return vec["x"], run.maxiter, "diverged_its"
+
+    def end_of_iteration(self, run, vec, iteration, every, check):
+        """Count the iteration; residual replacement every ``every`` iterations, or the
+        drift measured every ``check``; then the callback."""
+        run.iterations = iteration + 1
+        if every and run.iterations % every == 0:
+            self.replace(run, vec)
+        elif check and run.iterations % check == 0:
+            self.replace_if_drifted(run, vec)
+        run.iterated(vec["x"])
 
     def _scalars(self, k, scal):
         """The scalar steps of phase k, with their breakdown checks."""

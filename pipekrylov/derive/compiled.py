@@ -174,12 +174,7 @@ class CompiledSolver:
                     self._restart(run, vec, scal, V, args)
                     restarted_at = iteration
                 elif event == "iterated":
-                    run.iterations = iteration + 1
-                    if every and run.iterations % every == 0:
-                        g.replace(run, vec)
-                    elif check and run.iterations % check == 0:
-                        g.replace_if_drifted(run, vec)
-                    run.iterated(vec["x"])
+                    g.end_of_iteration(run, vec, iteration, every, check)
                 if iteration + 1 > run.maxiter:
                     return self._stop(run, vec, run.maxiter, "diverged_its")
                 if event == "iterated" and run.replacements != before:
