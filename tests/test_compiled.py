@@ -11,6 +11,7 @@ from mpi4py import MPI
 import pipekrylov as pk
 from pipekrylov.derive.compiled import unsupported
 from pipekrylov.parallel import native
+from pipekrylov.precond import Jacobi
 from helpers import NONSYMMETRIC, SPD, problem
 
 SYMMETRIC_METHODS = ["cg", "cg-hs", "cr"]
@@ -63,13 +64,17 @@ def test_nonsymmetric_methods_match_the_python_loop(matrix, name, pc):
 
 @pytest.mark.mpi
 def test_a_users_method_runs_compiled():
-    """A Method of the user's own (CG written with a different name) derives and compiles."""
-    base = pk.derive.BASE_METHODS["cg"]
+    """A Method of the user's own (CG with a builtin in a scalar step) derives and compiles."""
     import dataclasses
-    mine = dataclasses.replace(base, name="my-cg", title="my CG")
+    from pipekrylov.derive import BASE_METHODS
+    base = BASE_METHODS["cg"]
+    iteration = tuple("beta = abs(gamma) / gamma_old" if s == "beta = gamma / gamma_old" else s
+                      for s in base.iteration)
+    mine = dataclasses.replace(base, name="my-cg", title="my CG", iteration=iteration)
     A, _ = problem(COMM, "poisson2d")
     solver = pk.pipelined(mine)
-    c, p = solver(A, rhs(A), rtol=1e-8, loop="compiled"), solver(A, rhs(A), rtol=1e-8, loop="python")
+    c, p = solver(A, rhs(A), rtol=1e-8), solver(A, rhs(A), rtol=1e-8, loop="python")
+    assert c.loop == "compiled"
     assert_same(c, p)
     assert c.converged
 
@@ -124,6 +129,19 @@ def test_monitor_lines_and_callbacks_are_the_same():
     assert len(calls_c) == len(calls_p) == len(mon_c) - 1
     for a, b_ in zip(calls_c, calls_p):
         np.testing.assert_array_equal(a, b_)
+
+
+@pytest.mark.mpi
+def test_a_callable_monitor_is_called_whatever_its_truth_value():
+    class Lines(list):   # empty, so falsy, and callable
+        def __call__(self, k, rnorm):
+            self.append((k, rnorm))
+
+    A, _ = problem(COMM, "poisson2d")
+    seen = [Lines(), Lines()]
+    for lines, loop in zip(seen, ("compiled", "python")):
+        pk.pipelined("cg")(A, rhs(A), rtol=1e-8, M="jacobi", loop=loop, monitor=lines)
+    assert len(seen[0]) > 10 and seen[0] == seen[1]
 
 
 @pytest.mark.mpi
@@ -192,6 +210,12 @@ def test_loop_choice():
     solver = pk.pipelined("cg")
     assert solver(A, b, M="jacobi").loop == "compiled"
     assert solver(A, b, M=lambda r: r).loop == "python"
+
+    class MyJacobi(Jacobi):   # applies itself otherwise: the compiled loop would not see it
+        def apply(self, r, z):
+            z[:] = r
+
+    assert solver(A, b, M=MyJacobi(A)).loop == "python"
     with pytest.raises(ValueError, match="user operator"):
         solver(A, b, M=lambda r: r, loop="compiled")
     with pytest.raises(ValueError, match="loop must be one of"):

@@ -117,7 +117,12 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, c
         chosen = generated
         if loop != "python":
             from .compiled import unsupported
-            compiled, why = _compiled(sched), unsupported(run)
+            try:
+                compiled, why = _compiled(sched), unsupported(run)
+            except Exception as exc:  # noqa: BLE001 - a user's Method the generator cannot take
+                if loop == "compiled":
+                    raise
+                compiled, why = None, str(exc)   # the same on every rank: each derived the same
             if why is None:
                 chosen = compiled
             elif loop == "compiled":

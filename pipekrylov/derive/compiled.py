@@ -12,9 +12,11 @@ The compiled loop runs on a :class:`~pipekrylov.matrix.distributed.DistributedCS
 (given as one, or a scipy matrix distributed for the solve) with M None, "jacobi",
 "ilu0"/"ic0"/"bjacobi"; :func:`unsupported` says why another solve cannot.
 """
+import threading
 import time
 import weakref
 
+import numba
 import numpy as np
 from mpi4py import MPI
 
@@ -41,7 +43,7 @@ def unsupported(run, state=None):
         return "a warm start (a deep pipeline's hand-over) runs on the Python loop"
     if not isinstance(run.A, DistributedCSR):
         return f"A is a {type(run.A).__name__}, not a DistributedCSR or a matrix"
-    if run.M is not None and not isinstance(run.M, (Jacobi, BlockJacobi)):
+    if run.M is not None and type(run.M) not in (Jacobi, BlockJacobi):   # a subclass may apply otherwise
         return "M is a user operator (the compiled loop applies 'jacobi', 'ilu0', 'ic0' or none)"
     try:
         native.library()
@@ -67,6 +69,7 @@ class CompiledSolver:
         self.constants = [st for st in m.parsed_startup if st.kind == "scalar"]
         self._kernel = self._begin = None
         self._compiled_for = set()   # index dtypes of A the loop was compiled for in this process
+        self._lock = threading.Lock()
         K = len(generated.segments)
         self.labels = [f"reduction {k}" for k in range(K)]
         self.width = 1 + max(len(ph.pairs) for ph in generated.schedule.phases)
@@ -75,17 +78,18 @@ class CompiledSolver:
     def kernel(self, args, speak):
         """The loop compiled for these arguments (loaded from the cache, or compiled under
         the lock, once per process and matrix index types)."""
-        if self._kernel is None:
-            self._kernel = compile_source(self.source, "loop", None, fastmath=False, error_model="numpy")
-            if self.compiled_startup:
-                self._begin = compile_source(self.source, "begin", None, fastmath=False, error_model="numpy")
         key = tuple(a.dtype for a in args[-3])
-        if key not in self._compiled_for:
-            with compiling_notice(speak):
-                compile_for(self._kernel, args)
-                if self.compiled_startup:
-                    compile_for(self._begin, self._begin_args(args))
-            self._compiled_for.add(key)
+        with self._lock:
+            if self._kernel is None:
+                self._begin = (compile_source(self.source, "begin", None, fastmath=False, error_model="numpy")
+                               if self.compiled_startup else None)
+                self._kernel = compile_source(self.source, "loop", None, fastmath=False, error_model="numpy")
+            if key not in self._compiled_for:
+                with compiling_notice(speak):
+                    compile_for(self._kernel, args)
+                    if self.compiled_startup:
+                        compile_for(self._begin, self._begin_args(args))
+                self._compiled_for.add(key)
         return self._kernel
 
     @staticmethod
@@ -111,7 +115,9 @@ class CompiledSolver:
         if reason is not None:
             raise ValueError(f"{run.method}: the compiled loop cannot run this solve: {reason}")
         g, sched = self.python, self.python.schedule
-        V = np.zeros((len(self.rows), len(run.b)))
+        # one array per vector, not rows of one: the noalias kernels' arguments must not
+        # share a buffer (nor its reference count)
+        V = tuple(np.zeros(len(run.b)) for _ in self.rows)
         vec = {name: V[row] for name, row in self.rows.items()}
         vec["x"][:] = run.x
         vec["b"][:] = run.b
@@ -124,9 +130,15 @@ class CompiledSolver:
         hist, trace = np.zeros(BUFFERED), np.zeros((BUFFERED * len(self.labels), 6))
         args = (V, S, D, C, ints, floats, hist, trace, send, self._matrix(run.A), self._preconditioner(run.M),
                 self._reduction(run.comm))
-        kernel = self.kernel(args, run.comm.Get_rank() == 0)
+        try:
+            kernel = self.kernel(args, run.comm.Get_rank() == 0)
+        except numba.core.errors.TypingError as exc:   # every rank alike: no collective yet
+            raise TypeError(f"{run.method}: the compiled loop does not compile ({str(exc).splitlines()[0]}); "
+                            "loop='python' runs this method") from exc
         self._startup(run, vec, scal, V, args)
         self._collect(run, ints, floats, hist, trace)
+        if ints[IntSlot.MPI_ERROR]:
+            raise MPI.Exception(int(ints[IntSlot.MPI_ERROR]))
         every = sched.replacement.get("every")
         check = CHECK_EVERY if sched.replacement.get("automatic") else None
         natural = g.method.norm == "natural"
@@ -181,7 +193,7 @@ class CompiledSolver:
                     send[:len(sched.phases[0].pairs)] = g.first_dots(vec)
                 ints[IntSlot.ITERATION] = iteration + 1
         except BaseException:
-            run.x = vec["x"].copy()   # a breakdown's result reports x (not a view of V)
+            run.x = vec["x"].copy()   # a breakdown's result reports x (not the loop's array)
             raise
 
     @staticmethod
@@ -196,7 +208,7 @@ class CompiledSolver:
         run.replacements += 1
 
     def _bind(self, vec, V):
-        """The start-up may make new arrays: copy them into the loop's rows."""
+        """The start-up may make new arrays: copy them into the loop's."""
         for name, value in list(vec.items()):
             if name not in self.rows:
                 raise RuntimeError(f"the compiled loop has no row for vector {name!r}")
@@ -211,7 +223,7 @@ class CompiledSolver:
         ints[I.ITERATION] = run.iterations
         ints[I.DONE] = run.iterations
         ints[I.MAXITER] = run.maxiter
-        ints[I.STOP_AT_TEST] = bool(run.monitor)
+        ints[I.STOP_AT_TEST] = callable(run.monitor) or bool(run.monitor)
         ints[I.STOP_EVERY] = run.callback is not None
         ints[I.REPLACE_EVERY] = sched.replacement.get("every") or 0
         ints[I.CHECK_EVERY] = CHECK_EVERY if sched.replacement.get("automatic") else 0

@@ -6,7 +6,7 @@ start each reduction (``MPI_Iallreduce``), apply the operators that overlap it (
 SpMV with its halo exchange, the preconditioner: none, Jacobi or block-Jacobi
 ILU(0)/IC(0)) poking the reduction with ``MPI_Test`` every few rows, wait, test for
 convergence, compute the scalars with their breakdown checks, and run the segment's
-fused update, the very kernel the Python loop calls.  The scalar expressions are the
+fused update, the kernel the Python loop calls.  The scalar expressions are the
 schedule's, renamed to locals.  What happens rarely (a convergence to confirm against
 the true residual, a breakdown, a residual replacement, a callback, a monitor line, a
 full trace buffer) ends the call with an *event* code; the driver handles it in
@@ -16,6 +16,7 @@ That keeps the two loops' results bit for bit the same.
 ``print(loop_source(solver))`` shows the generated module.
 """
 import ast
+import builtins
 import functools
 import hashlib
 import os
@@ -165,15 +166,23 @@ def wait(R, I, F, trace):
 '''
 
 
+_BUILTINS = set(dir(builtins))
+
+
 class _Renamer(ast.NodeTransformer):
+    def __init__(self, scalars):
+        self.scalars = scalars
+
     def visit_Name(self, node):
-        return ast.copy_location(ast.Name(id=node.id if node.id == "d" else f"s_{node.id}", ctx=node.ctx), node)
+        keep = node.id == "d" or (node.id in _BUILTINS and node.id not in self.scalars)
+        return ast.copy_location(ast.Name(id=node.id if keep else f"s_{node.id}", ctx=node.ctx), node)
 
 
-def _local(expression):
+def _local(expression, scalars):
     """A schedule's scalar expression over locals (``gamma / gamma_old`` ->
-    ``s_gamma / s_gamma_old``; the reduction's results ``d[j]`` stay)."""
-    return ast.unparse(_Renamer().visit(ast.parse(expression, mode="eval")))
+    ``s_gamma / s_gamma_old``; the reduction's results ``d[j]`` and builtins such as
+    ``abs`` stay)."""
+    return ast.unparse(_Renamer(scalars).visit(ast.parse(expression, mode="eval")))
 
 
 def _constant(expression):
@@ -185,13 +194,15 @@ def _constant(expression):
         return False
 
 
-def _names(expression):
-    return [n.id for n in ast.walk(ast.parse(expression, mode="eval")) if isinstance(n, ast.Name) and n.id != "d"]
+def _names(expression, scalars=()):
+    """The scalars an expression names (not ``d``, not builtins unless a scalar has the name)."""
+    return [n.id for n in ast.walk(ast.parse(expression, mode="eval")) if isinstance(n, ast.Name)
+            and n.id != "d" and (n.id not in _BUILTINS or n.id in scalars)]
 
 
 def loop_source(solver, rows):
     """The generated module of ``solver`` (a :class:`.codegen.GeneratedSolver`); ``rows``
-    maps each vector's name to its row in the loop's vector array ``V``.  Returns
+    maps each vector's name to its index in the loop's tuple of vectors ``V``.  Returns
     ``(source, scalars, checks)``: the scalar names in the order of the state array
     ``S``, and the breakdown checks ``(name, condition, reason)`` by their index."""
     sched = solver.schedule
@@ -202,10 +213,12 @@ def loop_source(solver, rows):
         if name not in scalars:
             scalars.append(name)
 
+    defined = {st.name for ph in sched.phases for st in ph.scalars} | set(sched.carried)
+    defined |= {st.target for st in solver.method.parsed_startup if st.kind in ("scalar", "dot")}
     for ph in sched.phases:
         for st in ph.scalars:
             scalar(st.name)
-            for n in _names(st.expression):
+            for n in _names(st.expression, defined):
                 scalar(n)
     for a, b in sched.carried.items():
         scalar(a)
@@ -213,8 +226,9 @@ def loop_source(solver, rows):
     for seg in solver.segments:
         for s in seg.scalars:
             scalar(s)
-    for n in _names(sched.reductions.norm):
+    for n in _names(sched.reductions.norm, defined):
         scalar(n)
+    known = set(scalars)
 
     I, F = IntSlot, FloatSlot
     slots = {k: getattr(I, k) for k in dir(I) if k.isupper()} | {k: getattr(F, k) for k in dir(F) if k.isupper()}
@@ -266,10 +280,10 @@ def loop_source(solver, rows):
     def phase(k, depth):
         ph = sched.phases[k]
         for st in ph.scalars:
-            emit(f"s_{st.name} = {_local(st.expression)}", depth)
+            emit(f"s_{st.name} = {_local(st.expression, known)}", depth)
             if st.name in ph.checks:
                 condition, reason = ph.checks[st.name]
-                emit(f"if not ({_local(condition)}):", depth)
+                emit(f"if not ({_local(condition, known)}):", depth)
                 emit(f"I[{I.CHECK}] = {len(checks)}", depth + 1)
                 emit(f"F[{F.VALUE}] = s_{st.name}", depth + 1)
                 stop("breakdown", depth + 1)
@@ -286,7 +300,7 @@ def loop_source(solver, rows):
     emit(f"if I[{I.HIST}] >= hist.shape[0] or I[{I.TRACE}] + {K} > trace.shape[0]:", 1)
     stop("flush", 2)
     reduction(0, 1)
-    emit(f"value = {_local(sched.reductions.norm)}", 1)
+    emit(f"value = {_local(sched.reductions.norm, known)}", 1)
     emit("rnorm = np.sqrt(0.0 if 0.0 > value else value)", 1)
     emit(f"F[{F.RNORM}] = rnorm", 1)
     emit(f"if I[{I.STOP_AT_TEST}] != 0:", 1)

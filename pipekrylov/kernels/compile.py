@@ -27,7 +27,9 @@ def _register_noalias():
     the compiler flag but no public option for it.  Registered here where Numba has the
     flag.  Without it, LLVM 14 (numba < 0.61) does not vectorize a loop that stores to
     more than a few arrays (it cannot prove they do not overlap): the fused updates ran
-    scalar.  Only kernels whose arrays never overlap ask for it."""
+    scalar.  Only kernels whose arrays never overlap ask for it, and their callers pass
+    separately allocated arrays (Numba marks every pointer of an array noalias, its
+    reference count too, so views of one buffer would not do)."""
     try:
         from numba.core import cpu, options
         from numba.core.compiler import Flags
@@ -106,7 +108,8 @@ def compile_source(source, name, signatures, fastmath=FASTMATH, noalias=False, *
     """
     if noalias and NOALIAS:
         options["noalias"] = True
-        source = "# compiled with noalias arguments\n" + source  # a cache entry of its own
+    if options:   # Numba's cache key holds no compile options: the source must differ
+        source = f"# compiled with {sorted(options.items())}\n" + source
     digest = hashlib.sha256(source.encode()).hexdigest()[:20]
     key = (digest, name, repr(signatures),
            repr(sorted(fastmath) if isinstance(fastmath, (set, frozenset)) else fastmath), repr(sorted(options.items())))
