@@ -1,0 +1,47 @@
+"""Every command the README and docs/ quote exists and parses ``--help``: the docs cannot
+name a subcommand or a script that is gone."""
+import glob
+import importlib
+import os
+import re
+import runpy
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+COMMAND = re.compile(r"python3? (?:-m (pipekrylov|parareal|stencil)(?: ([a-z][a-z-]*))?|((?:benchmarks|tools)/[\w-]+\.py))")
+
+
+def quoted_commands():
+    """(module, subcommand) and script paths, each once, as the docs quote them."""
+    found = set()
+    for path in DOCS:
+        with open(path) as f:
+            for module, sub, script in COMMAND.findall(f.read()):
+                found.add(("module", module, sub) if module else ("script", script, ""))
+    return sorted(found)
+
+
+def test_the_docs_quote_commands():
+    kinds = {kind for kind, _, _ in quoted_commands()}
+    assert kinds == {"module", "script"}
+
+
+@pytest.mark.parametrize("kind, target, sub", quoted_commands())
+def test_quoted_command_parses_help(kind, target, sub, capsys, monkeypatch):
+    if kind == "module":
+        argv = ([sub] if sub else []) + ["--help"]
+        main = importlib.import_module(f"{target}.cli").main
+        with pytest.raises(SystemExit) as stop:
+            main(argv)
+    else:
+        path = os.path.join(ROOT, target)
+        assert os.path.exists(path), f"{target} is quoted in the docs but does not exist"
+        monkeypatch.setattr(sys, "argv", [path, "--help"])
+        monkeypatch.syspath_prepend(os.path.dirname(path))   # the scripts import their helpers
+        with pytest.raises(SystemExit) as stop:
+            runpy.run_path(path, run_name="__main__")
+    assert stop.value.code in (0, None), capsys.readouterr().err
+    assert "usage:" in capsys.readouterr().out
