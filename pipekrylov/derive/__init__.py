@@ -11,6 +11,7 @@ derived solver reproduces the base method's residual history on a small random p
 (:func:`verify`).
 """
 import functools
+import hashlib
 
 import numpy as np
 
@@ -105,6 +106,7 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, c
     generated = _generated(sched)
     if check:
         verify(method, depth)
+    digest = hashlib.sha256(generated.source.encode()).hexdigest()
 
     def solver(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
                comm=None, monitor=False, latency=0.0, loop="auto"):
@@ -113,7 +115,7 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, c
             raise ValueError(f"loop must be one of {', '.join(map(repr, LOOPS))}, got {loop!r}")
         run = SolverRun(f"p-{method.name}", A, b, x0, rtol, atol, maxiter, M, callback, comm,
                         monitor, latency, loop=loop)
-        _same_on_every_rank(run.comm, generated.source)
+        _same_on_every_rank(run.comm, digest)
         chosen = generated
         if loop != "python":
             from .compiled import unsupported
@@ -177,13 +179,12 @@ def _deep_solver(name, depth):
     return solver
 
 
-def _same_on_every_rank(comm, source):
-    """Each rank derives on its own: make sure they derived the same thing.  Collective."""
-    import hashlib
+def _same_on_every_rank(comm, digest):
+    """Each rank derives on its own: make sure they derived the same thing (``digest`` of
+    the generated source).  Collective."""
     from ..parallel import raise_on_any
     if comm.Get_size() == 1:
         return
-    digest = hashlib.sha256(source.encode()).hexdigest()
     error = None
     if len(set(comm.allgather(digest))) > 1:
         error = DerivationError("ranks derived different pipelined methods (a nondeterministic pass?)")

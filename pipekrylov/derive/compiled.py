@@ -98,7 +98,8 @@ class CompiledSolver:
         return V, send, ints, floats, A, P, R
 
     def _startup(self, run, vec, scal, V, args):
-        """The start-up (compiled where it can be) and the first local dots into send."""
+        """The start-up (compiled where it can be) and the first local dots into send;
+        its SpMV counts and times handed to Python."""
         if self.compiled_startup:
             for st in self.constants:
                 scal[st.target] = eval(st.expression, {}, scal)
@@ -108,12 +109,14 @@ class CompiledSolver:
             self._bind(vec, V)
             send = args[8]
             send[:len(self.python.schedule.phases[0].pairs)] = self.python.first_dots(vec)
+        ints = args[4]
+        self._collect(run, *args[4:8])
+        if ints[IntSlot.MPI_ERROR]:
+            raise MPI.Exception(int(ints[IntSlot.MPI_ERROR]))
 
     # -------------------------------------------------------------- running
-    def __call__(self, run, state=None):
-        reason = unsupported(run, state)
-        if reason is not None:
-            raise ValueError(f"{run.method}: the compiled loop cannot run this solve: {reason}")
+    def __call__(self, run):
+        """Run from ``run.x`` (a solve :func:`unsupported` accepts) -> (x, iterations, reason)."""
         g, sched = self.python, self.python.schedule
         # one array per vector, not rows of one: the noalias kernels' arguments must not
         # share a buffer (nor its reference count)
@@ -136,9 +139,6 @@ class CompiledSolver:
             raise TypeError(f"{run.method}: the compiled loop does not compile ({str(exc).splitlines()[0]}); "
                             "loop='python' runs this method") from exc
         self._startup(run, vec, scal, V, args)
-        self._collect(run, ints, floats, hist, trace)
-        if ints[IntSlot.MPI_ERROR]:
-            raise MPI.Exception(int(ints[IntSlot.MPI_ERROR]))
         every = sched.replacement.get("every")
         check = CHECK_EVERY if sched.replacement.get("automatic") else None
         natural = g.method.norm == "natural"
@@ -204,7 +204,6 @@ class CompiledSolver:
     def _restart(self, run, vec, scal, V, args):
         """Start again from x, as the Python loop does (the count goes on)."""
         self._startup(run, vec, scal, V, args)
-        self._collect(run, *args[4:8])
         run.replacements += 1
 
     def _bind(self, vec, V):
@@ -277,12 +276,15 @@ class CompiledSolver:
 
     @staticmethod
     def _preconditioner(M):
+        """(Jacobi's inverse diagonal, the ILU/IC factors' indptr, indices, data, diagonal
+        positions); placeholders of the same types for what M does not use."""
+        dinv, indptr, indices, data, diag = (np.zeros(1), np.zeros(1, np.int64), np.zeros(1, np.uint32),
+                                             np.zeros(1), np.zeros(1, np.int64))
         if isinstance(M, Jacobi):
-            return (M.inverse_diagonal, np.zeros(1, np.int64), np.zeros(1, np.uint32), np.zeros(1), np.zeros(1, np.int64))
-        if isinstance(M, BlockJacobi):
-            b = M.block
-            return (np.zeros(1), b.indptr, b.indices, b.data, M.diag)
-        return (np.zeros(1), np.zeros(1, np.int64), np.zeros(1, np.uint32), np.zeros(1), np.zeros(1, np.int64))
+            dinv = M.inverse_diagonal
+        elif isinstance(M, BlockJacobi):
+            indptr, indices, data, diag = M.block.indptr, M.block.indices, M.block.data, M.diag
+        return dinv, indptr, indices, data, diag
 
     @staticmethod
     def _reduction(comm):

@@ -112,7 +112,7 @@ def compile_source(source, name, signatures, fastmath=FASTMATH, noalias=False, *
         source = f"# compiled with {sorted(options.items())}\n" + source
     digest = hashlib.sha256(source.encode()).hexdigest()[:20]
     key = (digest, name, repr(signatures),
-           repr(sorted(fastmath) if isinstance(fastmath, (set, frozenset)) else fastmath), repr(sorted(options.items())))
+           repr(sorted(fastmath) if isinstance(fastmath, (set, frozenset)) else fastmath))
     if key in _COMPILED:
         return _COMPILED[key]
     path = os.path.join(cache_dir(), f"kernel_{digest}.py")
@@ -130,9 +130,8 @@ def compile_source(source, name, signatures, fastmath=FASTMATH, noalias=False, *
             module = importlib.util.module_from_spec(spec)
             sys.modules[name_in_modules] = module
             spec.loader.exec_module(module)
-        njit = numba.njit(cache=True, nogil=True, fastmath=fastmath, **options)
-        kernel = (njit if signatures is None else numba.njit(signatures, cache=True, nogil=True,
-                                                             fastmath=fastmath, **options))(getattr(module, name))
+        eager = [] if signatures is None else [signatures]
+        kernel = numba.njit(*eager, cache=True, nogil=True, fastmath=fastmath, **options)(getattr(module, name))
         _COMPILED[key] = kernel
         # generated code that imports this module then calls the kernel, not the source
         setattr(module, name, kernel)

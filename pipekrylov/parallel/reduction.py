@@ -89,6 +89,7 @@ class FusedReduction:
         self.latency = float(latency)
         self.trace = trace
         self._events = []      # Events, and blocks of the compiled loop's trace not yet read
+        self._unread = False   # whether _events holds such blocks
         self.pending = []
         self.blocked_time = 0.0
         self.count = 0
@@ -167,11 +168,12 @@ class FusedReduction:
         self.blocked_time += float((rows[:, 4] - rows[:, 3]).sum())
         if self.trace:   # made into Events when read: a solve does not pay for them
             self._events.append((rows.copy(), labels, clock_offset - self.t_origin, first))
+            self._unread = True
 
     @property
     def events(self):
         """The trace: Events in the order they happened."""
-        if any(not isinstance(e, Event) for e in self._events):
+        if self._unread:
             events = []
             for item in self._events:
                 if isinstance(item, Event):
@@ -183,7 +185,7 @@ class FusedReduction:
                     events += [Event("start", label, t_start + shift, t_start + shift, ident + j),
                                Event("work", "overlap", w0 + shift, w1 + shift, None),
                                Event("wait", label, t0 + shift, t1 + shift, ident + j)]
-            self._events = events
+            self._events, self._unread = events, False
         return self._events
 
     def _record(self, kind, label, t0, t1, ident):
