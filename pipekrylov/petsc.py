@@ -22,20 +22,37 @@ The contexts, one per method:
 ========================  ==========================================================
 
 Options under the KSP's prefix: ``-ksp_pipekrylov_replacement`` (automatic residual
-replacement), ``-ksp_pipekrylov_replace_every k``, ``-ksp_pipekrylov_latency seconds``,
-``-ksp_pipekrylov_restart m`` (GMRES), ``-ksp_pipekrylov_depth l`` and
-``-ksp_pipekrylov_lmin/lmax`` (the deep variants' depth and shift interval; by default
-the solver estimates it), ``-ksp_pipekrylov_drift_tol t`` (p(l)-CG's hand-over to p-CG,
-default 1e-11; 0: off) and ``-ksp_pipekrylov_fallback_depth l`` (its depth after a
-breakdown, default 1; 0 keeps the depth); ``-ksp_view`` shows them.  The context implements
-``solve`` itself (PETSc's generic loop would add a blocking norm per iteration); it
-reports through PETSc: ``-ksp_monitor``, ``-ksp_converged_reason``, ``-ksp_rtol/atol/
-max_it``, and breakdowns as negative KSPConvergedReason values.  The preconditioner is the
-KSP's own PC (jacobi, bjacobi, gamg, ...).  An AIJ matrix is converted once to the
-runtime's distributed CSR (its SpMV overlaps the halo exchange and pokes MPI progress);
-any other Mat type is applied through MatMult.
+replacement), ``-ksp_pipekrylov_replace_every k``, ``-ksp_pipekrylov_loop auto|compiled|python``
+(the derived methods' loop), ``-ksp_pipekrylov_latency seconds``, ``-ksp_pipekrylov_restart m``
+(GMRES), ``-ksp_pipekrylov_depth l`` and ``-ksp_pipekrylov_lmin/lmax`` (the deep variants'
+depth and shift interval; by default the solver estimates it), ``-ksp_pipekrylov_drift_tol t``
+(p(l)-CG's hand-over to p-CG, default 1e-11; 0: off), ``-ksp_pipekrylov_fallback_depth l``
+(its depth after a breakdown, default 1; 0 keeps the depth) and
+``-ksp_pipekrylov_live_monitor``; ``-ksp_view`` shows them.
+
+The context implements ``solve`` itself (PETSc's generic loop would add a blocking norm per
+iteration) and reports through PETSc: ``-ksp_monitor``, ``-ksp_converged_reason``,
+``-ksp_rtol/atol/max_it``, breakdowns as negative KSPConvergedReason values.
+
+**The compiled loop.**  At KSPSetUp the context builds the runtime's distributed matrix
+from an AIJ operator (:class:`Binding`: its local rows, split into the diagonal block and
+the halo part, with its own halo exchange) and maps the KSP's PC: ``none``, ``jacobi``,
+and ``bjacobi`` with ILU(0) or ICC(0) blocks (one per rank; ``ilu``/``icc`` on one rank)
+become the runtime's own Jacobi and block-Jacobi factors, computed by pipekrylov from the
+matrix and accepted only if they give PETSc's PCApply to 1e-10 on a test vector.  The
+derived methods then run on the compiled loop (:mod:`pipekrylov.derive.compiled`), on
+arrays, with no call into PETSc per iteration.  Any other PC (gamg, sor, ILU(k), ...) is
+applied through PCApply on the Python loop; any other Mat type through MatMult.  A solve
+checks the matrices' object states: new values (the same or a new pattern) or another
+PC type rebuild the binding, as KSPSetUp would not.
+
+Monitors: with the compiled loop, the residual history is handed to PETSc's monitors
+and convergence history after the solve (same lines as live, printed at the end).  A
+petsc4py monitor (``ksp.setMonitor``), or ``-ksp_pipekrylov_live_monitor``, is called at
+each iteration instead (a call into Python per iteration: measured in docs/compiled-loop.md).
 """
 import atexit
+import functools
 import time
 from contextlib import contextmanager
 
@@ -43,10 +60,10 @@ import numpy as np
 from petsc4py import PETSc
 
 from .parallel.partition import RowPartition
-from .precond import _Timed
+from .precond import BlockJacobi, Jacobi, Preconditioner, PreconditionerFailure
 
 __all__ = ["CG", "CR", "BiCGStab", "GMRES", "PipeCG", "PipeCR", "PipeBiCGStab", "PipeCGS", "PipeLCG",
-           "PipeLGMRES", "aij"]
+           "PipeLGMRES", "Context", "Classic", "Derived", "Deep", "Binding", "aij"]
 
 
 # KSPs that use our contexts.  petsc4py 3.18 defers the destruction of a parallel KSP
@@ -94,7 +111,7 @@ class PETScOperator:
         return self.mat.norm(PETSc.NormType.INFINITY)
 
 
-class PETScPC(_Timed):
+class PETScPC(Preconditioner):
     """The KSP's PC as a pipekrylov preconditioner: z = PCApply(r)."""
 
     name = "petsc"
@@ -149,8 +166,8 @@ def _partition(mat, comm):
 
 
 def _operator(mat):
-    """AIJ matrices become a DistributedCSR (measured faster: benchmarks/spmv.py);
-    others are applied by MatMult."""
+    """AIJ matrices become a DistributedCSR (its SpMV overlaps the halo exchange, and the
+    compiled loop runs on it); others are applied by MatMult."""
     if mat.getType() in ("seqaij", "mpiaij", "aij"):
         from .matrix.distributed import DistributedCSR
         partition = _partition(mat, mat.getComm().tompi4py())
@@ -159,89 +176,130 @@ def _operator(mat):
     return PETScOperator(mat)
 
 
-class _Context:
-    """The petsc4py Python KSP context shared by every method."""
+# PETSc PCs that may be ours, in the order tried (a block-Jacobi's sub-PC is not visible
+# from petsc4py 3.18: its action tells which factorization it is)
+_OURS = {"jacobi": ("jacobi",), "bjacobi": ("ilu0", "ic0"), "ilu": ("ilu0",), "icc": ("ic0",)}
+
+
+def _preconditioner(pc, P, operator, prefix):
+    """The KSP's PC as the runtime's own preconditioner where PETSc's does what ours
+    does: None for "none", ours for Jacobi and one-block-per-rank ILU(0)/ICC(0) (checked
+    by applying both to one vector), else PETSc's PCApply.  Returns (M, name).  Collective."""
+    from .matrix.distributed import DistributedCSR
+    kind = pc.getType()
+    if kind == "none":
+        return None, "none"
+    names = _OURS.get(kind, ()) if isinstance(operator, DistributedCSR) else ()
+    if kind == "bjacobi" and PETSc.Options(prefix).getString("sub_pc_type", "") == "icc":
+        names = names[::-1]
+    for name in names:
+        try:
+            ours = Jacobi(operator) if name == "jacobi" else BlockJacobi(operator, name)
+        except PreconditionerFailure:   # raised on every rank: PETSc's may still apply
+            continue
+        if _same_action(pc, P, ours, operator):
+            return ours, name
+    return PETScPC(pc, P), f"PETSc's {kind} (PCApply)"
+
+
+def _same_action(pc, P, ours, operator):
+    """Do PETSc's PC and ``ours`` give the same z for one vector (to 1e-10)?  Collective."""
+    from mpi4py import MPI
+    p = operator.partition
+    r = 2.0 + np.cos(0.7 * np.arange(p.start, p.end))
+    theirs, mine = np.zeros(p.nlocal), np.zeros(p.nlocal)
+    with _wrapped(P, r, theirs) as (rv, zv):
+        pc.apply(rv, zv)
+    ours.apply(r, mine)
+    local = np.array([np.max(np.abs(theirs - mine), initial=0.0), np.max(np.abs(theirs), initial=0.0)])
+    worst = np.empty(2)
+    operator.comm.Allreduce(local, worst, op=MPI.MAX)
+    return bool(worst[0] <= 1e-10 * worst[1])
+
+
+def _state(ksp):
+    """What the binding was built from: PETSc's matrices (their object states change with
+    their values) and the PC's type."""
+    A, P = ksp.getOperators()
+    return A.handle, A.stateGet(), P.handle, P.stateGet(), ksp.getPC().getType()
+
+
+class Binding:
+    """The runtime's view of a KSP: its operator as a DistributedCSR (or MatMult) and its
+    PC as ours or PETSc's.  Built at KSPSetUp and again when a solve finds the matrices
+    changed (new values or a new pattern) or another PC type.  Collective."""
+
+    def __init__(self, ksp):
+        A, P = ksp.getOperators()
+        pc = ksp.getPC()
+        pc.setUp()   # PETSc's factors exist before ours are checked against them
+        self.state = _state(ksp)
+        self.operator = _operator(A)
+        self.M, self.pc_name = _preconditioner(pc, P, self.operator, ksp.getOptionsPrefix())
+
+
+class Context:
+    """The petsc4py Python KSP context shared by every method: options, set-up, view and
+    the solve; a subclass names its method and makes its solver (:meth:`solver`)."""
 
     method = None
-    pipelined = False
-    deep = False
+    kind = None
 
     def __init__(self):
-        self.depth = 2 if self.method == "cg" else 1
-        self.interval = None
-        self.fallback_depth = 1
-        self.drift_tol = 1e-11
-        self.replace_automatic = False
-        self.replace_every = None
         self.latency = 0.0
         self.restart = 30
-        self.operator = None
+        self.live_monitor = False
+        self.binding = None
+        self.last_result = None
 
     # -- PETSc's calls -------------------------------------------------------------
     def setFromOptions(self, ksp):
         options = PETSc.Options(ksp.getOptionsPrefix())
-        self.replace_automatic = options.getBool("ksp_pipekrylov_replacement", self.replace_automatic)
-        every = options.getInt("ksp_pipekrylov_replace_every", 0)
-        self.replace_every = every or None
         self.latency = options.getReal("ksp_pipekrylov_latency", self.latency)
         self.restart = options.getInt("ksp_pipekrylov_restart", self.restart)
-        self.depth = options.getInt("ksp_pipekrylov_depth", self.depth)
-        lmin, lmax = options.getReal("ksp_pipekrylov_lmin", 0.0), options.getReal("ksp_pipekrylov_lmax", 0.0)
-        self.interval = (lmin, lmax) if lmax > lmin else None
-        self.fallback_depth = options.getInt("ksp_pipekrylov_fallback_depth", self.fallback_depth)
-        self.drift_tol = options.getReal("ksp_pipekrylov_drift_tol", self.drift_tol)
+        self.live_monitor = options.getBool("ksp_pipekrylov_live_monitor", self.live_monitor)
+        self.options(options)
+
+    def options(self, options):
+        """Read the method's own options."""
 
     def setUp(self, ksp):
-        A, _ = ksp.getOperators()
-        self.operator = _operator(A)
+        self.binding = Binding(ksp)
         _KSPS.append(ksp)
 
     def reset(self, ksp):
-        self.operator = None
+        self.binding = None
 
     def view(self, ksp, viewer):
-        kind = f"derived pipelined {self.method}" if self.pipelined else f"classic {self.method}"
-        if self.deep:
-            kind = f"p({self.depth})-{self.method}"
-        viewer.printfASCII(f"  pipekrylov: {kind}\n")
-        if self.deep:
-            shifts = f"Chebyshev on [{self.interval[0]}, {self.interval[1]}]" if self.interval else "estimated"
-            viewer.printfASCII(f"  pipeline depth: {self.depth}, shifts: {shifts}\n")
-            if self.method == "cg":
-                viewer.printfASCII(f"  hand-over to p-CG at drift {self.drift_tol or 'off'}, "
-                                   f"depth after a breakdown: {self.fallback_depth or self.depth}\n")
-        elif self.pipelined:
-            viewer.printfASCII(f"  residual replacement: {'automatic' if self.replace_automatic else 'off'}"
-                               f"{f', every {self.replace_every}' if self.replace_every else ''}\n")
+        viewer.printfASCII(f"  pipekrylov: {self.kind} {self.method}\n")
+        for line in self.describe():
+            viewer.printfASCII(f"  {line}\n")
+        if self.binding is not None:
+            viewer.printfASCII(f"  preconditioner applied: {self.binding.pc_name}\n")
+        if self.last_result is not None and hasattr(self.last_result, "loop"):
+            viewer.printfASCII(f"  last solve's loop: {self.last_result.loop}\n")
         viewer.printfASCII(f"  injected reduction latency: {self.latency} s\n")
-        if self.method == "gmres":
-            viewer.printfASCII(f"  restart: {self.restart}\n")
+
+    def describe(self):
+        """The method's lines for -ksp_view."""
+        return []
+
+    def solver(self):
+        """``(solver, extra keyword arguments)`` for this method."""
+        raise NotImplementedError
 
     def solve(self, ksp, b, x):
-        from . import pipelined
         from .solvers.result import REASONS
-        import pipekrylov
-        if self.operator is None:
-            self.setUp(ksp)
+        if self.binding is None or self.binding.state != _state(ksp):
+            self.binding = Binding(ksp)
+        binding = self.binding
         rtol, atol, _, max_it = ksp.getTolerances()
-        if self.deep:
-            solver = pipelined(self.method, depth=self.depth)
-            extra = {"interval": self.interval}
-            if self.method == "gmres":
-                extra["restart"] = self.restart
-            else:
-                extra["fallback_depth"] = self.fallback_depth or None
-                extra["drift_tol"] = self.drift_tol or None
-        elif self.pipelined:
-            solver = pipelined(self.method, replace_every=self.replace_every,
-                               replace_automatic=self.replace_automatic)
-            extra = {}
-        else:
-            solver = getattr(pipekrylov, self.method)
-            extra = {"restart": self.restart} if self.method == "gmres" else {}
+        solver, extra = self.solver()
         x0 = x.getArray(readonly=True).copy() if ksp.getInitialGuessNonzero() else None
-        # made per solve and dropped after it: the context keeps no PETSc object alive
-        pc = PETScPC(ksp.getPC(), ksp.getOperators()[0])
+        # A monitor is called each iteration only when asked to (a petsc4py monitor may
+        # inspect the KSP as it goes); otherwise its lines are given after the solve, from
+        # the residual history, which keeps the compiled loop free of calls into Python.
+        live = self.live_monitor or bool(ksp.getMonitor())
 
         def monitor(its, rnorm):
             ksp.setIterationNumber(its)
@@ -250,12 +308,17 @@ class _Context:
             ksp.monitor(its, rnorm)
 
         try:
-            res = solver(self.operator, b.getArray(readonly=True).copy(), x0, rtol=rtol, atol=atol,
-                         maxiter=max_it, M=pc, monitor=monitor, latency=self.latency,
-                         comm=self.operator.comm, **extra)
+            res = solver(binding.operator, b.getArray(readonly=True), x0, rtol=rtol, atol=atol,
+                         maxiter=max_it, M=binding.M, monitor=monitor if live else False,
+                         latency=self.latency, comm=binding.operator.comm, **extra)
         except Exception:  # never a traceback inside a PETSc application: a reason instead
             ksp.setConvergedReason(PETSc.KSP.ConvergedReason.DIVERGED_BREAKDOWN)
             raise
+        if not live:
+            log, show = ksp.logConvergenceHistory, ksp.monitor
+            for its, rnorm in enumerate(res.residual_norms.tolist()):
+                log(rnorm)
+                show(its, rnorm)
         x.getArray()[:] = res.x
         self.last_result = res   # timings and trace, for pipekrylov.compare
         ksp.setIterationNumber(res.iterations)
@@ -267,19 +330,128 @@ class _Context:
         ksp.setConvergedReason(reason)
 
 
-def _context(name, method, pipelined, deep=False):
-    kind = "Deep pipelined" if deep else "Derived pipelined" if pipelined else "Classic"
-    return type(name, (_Context,), {"method": method, "pipelined": pipelined, "deep": deep,
-                                    "__doc__": f"{kind} {method} as a PETSc KSP (see the module docstring)."})
+class Classic(Context):
+    """A classic method (pipekrylov.cg, ...) as a KSP."""
+
+    kind = "classic"
+
+    def solver(self):
+        import pipekrylov
+        extra = {"restart": self.restart} if self.method == "gmres" else {}
+        return getattr(pipekrylov, self.method), extra
+
+    def describe(self):
+        return [f"restart: {self.restart}"] if self.method == "gmres" else []
 
 
-CG = _context("CG", "cg", False)
-CR = _context("CR", "cr", False)
-BiCGStab = _context("BiCGStab", "bicgstab", False)
-GMRES = _context("GMRES", "gmres", False)
-PipeCG = _context("PipeCG", "cg", True)
-PipeCR = _context("PipeCR", "cr", True)
-PipeBiCGStab = _context("PipeBiCGStab", "bicgstab", True)
-PipeCGS = _context("PipeCGS", "cgs", True)
-PipeLCG = _context("PipeLCG", "cg", True, deep=True)
-PipeLGMRES = _context("PipeLGMRES", "gmres", True, deep=True)
+class Derived(Context):
+    """A derived pipelined method (pipekrylov.pipelined(method)) as a KSP: the compiled
+    loop where the operator is AIJ and the PC none, Jacobi or ILU(0)/ICC(0) blocks."""
+
+    kind = "derived pipelined"
+
+    def __init__(self):
+        super().__init__()
+        self.replace_automatic = False
+        self.replace_every = None
+        self.loop = "auto"
+
+    def options(self, options):
+        self.replace_automatic = options.getBool("ksp_pipekrylov_replacement", self.replace_automatic)
+        self.replace_every = options.getInt("ksp_pipekrylov_replace_every", 0) or None
+        self.loop = options.getString("ksp_pipekrylov_loop", self.loop)
+
+    def solver(self):
+        return _derived(self.method, self.replace_every, self.replace_automatic), {"loop": self.loop}
+
+    def describe(self):
+        every = f", every {self.replace_every}" if self.replace_every else ""
+        return [f"residual replacement: {'automatic' if self.replace_automatic else 'off'}{every}",
+                f"loop: {self.loop}"]
+
+
+class Deep(Context):
+    """A deep pipeline (p(l)-CG, p(l)-GMRES of pipekrylov.deep) as a KSP."""
+
+    kind = "deep pipelined"
+
+    def __init__(self):
+        super().__init__()
+        self.depth = 2 if self.method == "cg" else 1
+        self.interval = None
+        self.fallback_depth = 1
+        self.drift_tol = 1e-11
+
+    def options(self, options):
+        self.depth = options.getInt("ksp_pipekrylov_depth", self.depth)
+        lmin, lmax = options.getReal("ksp_pipekrylov_lmin", 0.0), options.getReal("ksp_pipekrylov_lmax", 0.0)
+        self.interval = (lmin, lmax) if lmax > lmin else None
+        self.fallback_depth = options.getInt("ksp_pipekrylov_fallback_depth", self.fallback_depth)
+        self.drift_tol = options.getReal("ksp_pipekrylov_drift_tol", self.drift_tol)
+
+    def solver(self):
+        from . import pipelined
+        extra = {"interval": self.interval}
+        if self.method == "gmres":
+            extra["restart"] = self.restart
+        else:
+            extra["fallback_depth"] = self.fallback_depth or None
+            extra["drift_tol"] = self.drift_tol or None
+        return pipelined(self.method, depth=self.depth), extra
+
+    def describe(self):
+        shifts = f"Chebyshev on [{self.interval[0]}, {self.interval[1]}]" if self.interval else "estimated"
+        lines = [f"pipeline depth: {self.depth}, shifts: {shifts}"]
+        if self.method == "cg":
+            lines.append(f"hand-over to p-CG at drift {self.drift_tol or 'off'}, "
+                         f"depth after a breakdown: {self.fallback_depth or self.depth}")
+        else:
+            lines.append(f"restart: {self.restart}")
+        return lines
+
+
+@functools.lru_cache(maxsize=None)
+def _derived(method, replace_every, replace_automatic):
+    """The derived solver, made once per process (a solve must not pay for its making)."""
+    from . import pipelined
+    return pipelined(method, replace_every=replace_every, replace_automatic=replace_automatic)
+
+
+class CG(Classic):
+    method = "cg"
+
+
+class CR(Classic):
+    method = "cr"
+
+
+class BiCGStab(Classic):
+    method = "bicgstab"
+
+
+class GMRES(Classic):
+    method = "gmres"
+
+
+class PipeCG(Derived):
+    method = "cg"
+
+
+class PipeCR(Derived):
+    method = "cr"
+
+
+class PipeBiCGStab(Derived):
+    method = "bicgstab"
+
+
+class PipeCGS(Derived):
+    method = "cgs"
+
+
+class PipeLCG(Deep):
+    method = "cg"
+
+
+class PipeLGMRES(Deep):
+    method = "gmres"

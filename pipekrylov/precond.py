@@ -14,14 +14,17 @@ from .kernels.triangular import ilu0_factor, ilu0_solve
 from .matrix.distributed import CSRBlock
 from .parallel import RowPartition, raise_on_any
 
-__all__ = ["Jacobi", "BlockJacobi", "PreconditionerFailure", "make_preconditioner"]
+__all__ = ["Preconditioner", "Jacobi", "BlockJacobi", "PreconditionerFailure", "make_preconditioner"]
 
 
 class PreconditionerFailure(ArithmeticError):
     """The preconditioner could not be built (zero pivot, zero diagonal)."""
 
 
-class _Timed:
+class Preconditioner:
+    """The base of a preconditioner: subclasses define ``apply(r, z)``; calling one applies
+    it and keeps the time and the count."""
+
     time = 0.0
     count = 0
 
@@ -33,7 +36,7 @@ class _Timed:
         return z
 
 
-class Jacobi(_Timed):
+class Jacobi(Preconditioner):
     """z = D^{-1} r.  Collective setup."""
 
     name = "jacobi"
@@ -52,7 +55,7 @@ class Jacobi(_Timed):
         self._kernel({"z": z, "r": r, "dinv": self.inverse_diagonal})
 
 
-class BlockJacobi(_Timed):
+class BlockJacobi(Preconditioner):
     """One block per rank, factored by ILU(0) or, for SPD matrices, IC(0).  Collective setup.
 
     IC(0) is computed as the ILU(0) of the symmetric block, whose U is D L^T, and fails
@@ -86,7 +89,7 @@ class BlockJacobi(_Timed):
         ilu0_solve(b.indptr, b.indices, b.data, self.diag, r, z)
 
 
-class _Operator(_Timed):
+class _Operator(Preconditioner):
     """A user's M, applied to this rank's slice: ``z = apply(r)``."""
 
     name = "user"
@@ -115,7 +118,7 @@ def make_preconditioner(M, A):
         if name in ("ilu0", "ic0", "bjacobi"):
             return BlockJacobi(A, "ilu0" if name == "bjacobi" else name)
         raise ValueError(f"unknown preconditioner {M!r}: use 'jacobi', 'bjacobi', 'ilu0' or 'ic0'")
-    if isinstance(M, _Timed):
+    if isinstance(M, Preconditioner):
         return M
     p, error = A.partition, None
     distributed = isinstance(getattr(M, "partition", None), RowPartition)

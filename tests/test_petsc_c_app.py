@@ -101,8 +101,12 @@ def test_c_application_runs_our_ksp(app, ranks, ours, theirs):
     its_p, reason_p, res_p, _ = run(app, ranks, ["-ksp_type", theirs, "-pc_type", "jacobi",
                                                  "-ksp_norm_type", "unpreconditioned", *side])
     its, reason, res, out = run(app, ranks, [*PYTHON, "-ksp_type", "python", "-ksp_python_type",
-                                             f"pipekrylov.petsc.{ours}", "-pc_type", "jacobi", "-ksp_monitor"])
+                                             f"pipekrylov.petsc.{ours}", "-pc_type", "jacobi", "-ksp_monitor",
+                                             "-ksp_view"])
     assert reason == 2 and reason_p == 2
+    assert "preconditioner applied: jacobi" in out
+    if ours.startswith("Pipe"):   # the derived methods run the compiled loop on PETSc's AIJ
+        assert "last solve's loop: compiled" in out
     assert abs(its - its_p) <= max(3, 0.05 * its_p), (its, its_p)
     assert res < 1e-8 and res_p < 1e-8
     monitor = [line for line in out.splitlines() if "KSP Residual norm" in line]

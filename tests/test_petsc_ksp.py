@@ -1,5 +1,7 @@
 """pipekrylov's solvers as PETSc KSP types, driven from petsc4py: generators and real matrices
 through PETSc's PCs, the deep contexts, breakdowns, the comparison command."""
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 
@@ -186,9 +188,137 @@ def test_compare_command_puts_petsc_and_ours_side_by_side(comm):
         assert mine[2] == 2 and petsc[2] == 2                   # both converged (rtol)
         assert abs(mine[1] - petsc[1]) <= max(2, 0.05 * petsc[1]), (ours, mine, petsc)
         assert float(mine[3]) < 1.01e-8 and mine[5] != "-"        # true residual, blocked time
+    assert by_name["pipekrylov.petsc.PipeCG"][6] == "compiled" and by_name["PETSc cg"][6] == "C"
     assert {"PETSc pipecgrr", "PETSc pipelcg", "PETSc pipebcgs"} <= set(by_name)
     assert markdown_table(["a"], [[1]]).splitlines()[1] == "|---|"
     some = compare(comm, 20, depth=2, max_it=2000, only=["pipelcg"])
     assert [row[0] for row in some] == ["PETSc pipelcg", "pipekrylov.petsc.PipeLCG"]
     with pytest.raises(SystemExit, match="unknown KSP pipelgc"):
         compare(comm, 20, only=["pipelgc"])
+
+
+# --- the compiled loop under PETSc ------------------------------------------------------
+
+@contextmanager
+def petsc_options(pairs):
+    """PETSc options set for the block (sub-PCs read theirs when they are set up)."""
+    opts = PETSc.Options()
+    for key, value in pairs:
+        opts[key] = value
+    try:
+        yield
+    finally:
+        for key, _ in pairs:
+            del opts[key]
+
+
+def ksp_for(A, context, pc, ksp_type="python"):
+    """A KSP of our ``context`` (or PETSc's ``ksp_type``) on A with PETSc's PC ``pc``."""
+    ksp = PETSc.KSP().create(A.getComm())
+    ksp.setOperators(A)
+    ksp.setType(ksp_type)
+    if context is None:
+        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+    else:
+        ksp.setPythonContext(context())
+    ksp.getPC().setType(pc)
+    ksp.setTolerances(rtol=1e-10, max_it=5000)
+    ksp.setFromOptions()
+    return ksp
+
+
+def solve_with(ksp, A):
+    b, x = A.createVecs()
+    b.set(1.0)
+    ksp.solve(b, x)
+    r = b.duplicate()
+    A.mult(x, r)
+    r.aypx(-1.0, b)
+    return ksp.getIterationNumber(), int(ksp.getConvergedReason()), r.norm() / b.norm()
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("pc,options,applied", [
+    ("none", (), "none"), ("jacobi", (), "jacobi"), ("bjacobi", (), "ilu0"),
+    ("bjacobi", (("sub_pc_type", "icc"),), "ic0"),
+    ("bjacobi", (("sub_pc_factor_levels", 1),), "PETSc's bjacobi (PCApply)"),
+    ("sor", (), "PETSc's sor (PCApply)")])
+def test_petsc_pcs_run_on_the_compiled_loop_where_ours_act_alike(comm, pc, options, applied):
+    """PETSc's none/jacobi/bjacobi-ILU(0)/ICC(0) become the runtime's own preconditioners
+    (checked against PCApply): the solve runs compiled, with PETSc's iterations; a PC we
+    do not have (SOR, ILU(1) blocks) keeps PETSc's PCApply and the Python loop."""
+    A = petsc_poisson(comm, 24)
+    with petsc_options(options):
+        ksp = ksp_for(A, pkp.PipeCG, pc)
+        its, reason, rel = solve_with(ksp, A)
+        ctx = ksp.getPythonContext()
+        assert ctx.binding.pc_name == applied
+        assert ctx.last_result.loop == ("python" if "PCApply" in applied else "compiled")
+        assert reason == 2 and rel < 1.01e-10
+        ksp.destroy()
+        theirs = ksp_for(A, None, pc, "pipecg")
+        its_p, reason_p, _ = solve_with(theirs, A)
+        theirs.destroy()
+    assert reason_p == 2 and abs(its - its_p) <= 2, (its, its_p)
+
+
+def poisson_values(A, scale, shift):
+    """Rewrite A's values in place: scale * (2D Poisson) + shift * I (same pattern)."""
+    lo, hi = A.getOwnershipRange()
+    indptr, indices, data = A.getValuesCSR()
+    for row in range(lo, hi):
+        cols = indices[indptr[row - lo]:indptr[row - lo + 1]]
+        vals = data[indptr[row - lo]:indptr[row - lo + 1]] * scale + shift * (cols == row)
+        A.setValues([row], cols, vals)
+    A.assemble()
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("pc", ["jacobi", "bjacobi"])
+def test_a_matrix_that_changes_between_solves_is_picked_up(comm, pc):
+    """New values in the same pattern, then a new pattern: each solve solves the matrix of
+    that moment (KSPSetUp is not run again for new values: the binding sees the state)."""
+    A = petsc_poisson(comm, 20)
+    ksp = ksp_for(A, pkp.PipeCG, pc)
+    assert solve_with(ksp, A)[1:] == (2, pytest.approx(0, abs=1.01e-10))
+    poisson_values(A, 3.0, 0.5)                      # same pattern, new values
+    ksp.setOperators(A)
+    its, reason, rel = solve_with(ksp, A)
+    assert reason == 2 and rel < 1.01e-10
+    assert ksp.getPythonContext().last_result.loop == "compiled"
+    B = petsc_poisson(comm, 20)                       # a new pattern: entries two columns out
+    lo, hi = B.getOwnershipRange()
+    B.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, False)
+    for row in range(lo, hi):
+        for col in (row - 2, row + 2):
+            if 0 <= col < B.getSize()[0]:
+                B.setValue(row, col, -0.1, addv=True)
+                B.setValue(row, row, 0.1, addv=True)
+    B.assemble()
+    ksp.setOperators(B)
+    its, reason, rel = solve_with(ksp, B)
+    assert reason == 2 and rel < 1.01e-10
+    assert ksp.getPythonContext().binding.operator.nnz == B.getInfo()["nz_used"]
+    ksp.destroy()
+
+
+@pytest.mark.mpi
+def test_monitors_see_every_iteration_on_the_compiled_loop(comm):
+    """A petsc4py monitor is called live, each iteration; without one, the residual
+    history is logged after the compiled solve (what -ksp_monitor then prints)."""
+    A = petsc_poisson(comm, 20)
+    seen = []
+    ksp = ksp_for(A, pkp.PipeCG, "jacobi")
+    ksp.setMonitor(lambda k, its, rnorm: seen.append((its, rnorm)))
+    its, reason, _ = solve_with(ksp, A)
+    assert ksp.getPythonContext().last_result.loop == "compiled"
+    assert [i for i, _ in seen] == list(range(its + 1))
+    history = ksp.getPythonContext().last_result.residual_norms
+    assert np.array_equal([r for _, r in seen], history)
+    ksp.destroy()
+    ksp = ksp_for(A, pkp.PipeCG, "jacobi")
+    ksp.setConvergenceHistory()
+    its, reason, _ = solve_with(ksp, A)
+    assert np.array_equal(ksp.getConvergenceHistory(), ksp.getPythonContext().last_result.residual_norms)
+    assert len(ksp.getConvergenceHistory()) == its + 1
+    ksp.destroy()

@@ -66,9 +66,10 @@ class CompiledSolver:
         begin = startup_source(generated, self.rows)
         self.compiled_startup = begin is not None
         self.source += begin or ""
-        self.constants = [st for st in m.parsed_startup if st.kind == "scalar"]
+        self.constants = [(st.target, compile(st.expression, st.target, "eval"))
+                          for st in m.parsed_startup if st.kind == "scalar"]
         self._kernel = self._begin = None
-        self._compiled_for = set()   # index dtypes of A the loop was compiled for in this process
+        self._entries = {}   # dtypes of A's and M's arrays -> the compiled (loop, begin)
         self._lock = threading.Lock()
         K = len(generated.segments)
         self.labels = [f"reduction {k}" for k in range(K)]
@@ -76,34 +77,36 @@ class CompiledSolver:
         self.coefficients = (K, max(1, max(len(seg.scalars) for seg in generated.segments)))
 
     def kernel(self, args, speak):
-        """The loop compiled for these arguments (loaded from the cache, or compiled under
-        the lock, once per process and matrix index types)."""
-        key = tuple(a.dtype for a in args[-3])
+        """The compiled loop and start-up for these arguments' types (loaded from the
+        cache, or compiled under the lock, once per process and types of A's and M's
+        arrays: every other argument is made here, always of the same types)."""
+        key = tuple(a.dtype for a in args[-3] + args[-2])
+        entries = self._entries.get(key)
+        if entries is not None:
+            return entries
         with self._lock:
             if self._kernel is None:
                 self._begin = (compile_source(self.source, "begin", None, fastmath=False, error_model="numpy")
                                if self.compiled_startup else None)
                 self._kernel = compile_source(self.source, "loop", None, fastmath=False, error_model="numpy")
-            if key not in self._compiled_for:
-                with compiling_notice(speak):
-                    compile_for(self._kernel, args)
-                    if self.compiled_startup:
-                        compile_for(self._begin, self._begin_args(args))
-                self._compiled_for.add(key)
-        return self._kernel
+            with compiling_notice(speak):
+                loop = compile_for(self._kernel, args)
+                begin = compile_for(self._begin, self._begin_args(args)) if self.compiled_startup else None
+            self._entries[key] = loop, begin
+        return loop, begin
 
     @staticmethod
     def _begin_args(args):
         V, S, D, C, ints, floats, hist, trace, send, A, P, R = args
         return V, send, ints, floats, A, P, R
 
-    def _startup(self, run, vec, scal, V, args):
+    def _startup(self, run, vec, scal, V, args, begin):
         """The start-up (compiled where it can be) and the first local dots into send;
         its SpMV counts and times handed to Python."""
         if self.compiled_startup:
-            for st in self.constants:
-                scal[st.target] = eval(st.expression, {}, scal)
-            self._begin(*self._begin_args(args))
+            for name, expression in self.constants:
+                scal[name] = eval(expression, {}, scal)
+            begin(*self._begin_args(args))
         else:
             self.python.startup(run, vec, scal)
             self._bind(vec, V)
@@ -130,15 +133,15 @@ class CompiledSolver:
         D, send = np.zeros(self.width), np.zeros(self.width)
         C = np.zeros(self.coefficients)
         ints, floats = self._state(run, sched)
-        hist, trace = np.zeros(BUFFERED), np.zeros((BUFFERED * len(self.labels), 6))
+        hist, trace = np.empty(BUFFERED), np.empty((BUFFERED * len(self.labels), 6))   # read up to their counts
         args = (V, S, D, C, ints, floats, hist, trace, send, self._matrix(run.A), self._preconditioner(run.M),
                 self._reduction(run.comm))
         try:
-            kernel = self.kernel(args, run.comm.Get_rank() == 0)
+            kernel, begin = self.kernel(args, run.comm.Get_rank() == 0)
         except numba.core.errors.TypingError as exc:   # every rank alike: no collective yet
             raise TypeError(f"{run.method}: the compiled loop does not compile ({str(exc).splitlines()[0]}); "
                             "loop='python' runs this method") from exc
-        self._startup(run, vec, scal, V, args)
+        self._startup(run, vec, scal, V, args, begin)
         every = sched.replacement.get("every")
         check = CHECK_EVERY if sched.replacement.get("automatic") else None
         natural = g.method.norm == "natural"
@@ -175,7 +178,7 @@ class CompiledSolver:
                 if event == "converged":
                     if run.true_residual_passes(vec["x"], natural=natural):
                         return self._stop(run, vec, iteration, run.stop_reason())
-                    self._restart(run, vec, scal, V, args)
+                    self._restart(run, vec, scal, V, args, begin)
                 elif event == "breakdown":
                     name, condition, why = self.checks[int(ints[IntSlot.CHECK])]
                     exc = Breakdown(why, f"p-{g.method.name}: {condition} fails "
@@ -183,7 +186,7 @@ class CompiledSolver:
                     if not check or (restarted_at is not None and iteration - restarted_at <= 2):
                         g.raise_lost_accuracy(run, vec, exc)
                         raise exc
-                    self._restart(run, vec, scal, V, args)
+                    self._restart(run, vec, scal, V, args, begin)
                     restarted_at = iteration
                 elif event == "iterated":
                     g.end_of_iteration(run, vec, iteration, every, check)
@@ -201,9 +204,9 @@ class CompiledSolver:
         run.x = vec["x"].copy()
         return run.x, iteration, reason
 
-    def _restart(self, run, vec, scal, V, args):
+    def _restart(self, run, vec, scal, V, args, begin):
         """Start again from x, as the Python loop does (the count goes on)."""
-        self._startup(run, vec, scal, V, args)
+        self._startup(run, vec, scal, V, args, begin)
         run.replacements += 1
 
     def _bind(self, vec, V):

@@ -140,9 +140,15 @@ def compile_source(source, name, signatures, fastmath=FASTMATH, noalias=False, *
 
 def compile_for(kernel, args):
     """Compile (or load from the cache) a lazily compiled kernel for the types of
-    ``args``, under the lock: the first call of a generated loop on a machine."""
+    ``args``, under the lock: the first call of a generated loop on a machine.
+
+    Returns the compiled function for those types, to be called with arguments of the
+    same types: it skips the dispatcher's typing of the arguments, which for tuples of
+    many arrays costs tens of microseconds a call (Numba types a tuple by a
+    fingerprint; past a few dozen bytes the fingerprint is not reproducible in Numba
+    0.60, so its cache misses and every call is typed in Python)."""
     signature = tuple(numba.typeof(a) for a in args)
     if signature not in kernel.overloads:
         with cache_lock():
             kernel.compile(signature)
-    return kernel
+    return kernel.overloads[signature].entry_point

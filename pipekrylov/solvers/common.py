@@ -30,19 +30,19 @@ class SolverRun:
     """
 
     def __init__(self, method, A, b, x0, rtol, atol, maxiter, M, callback, comm,
-                 monitor=False, latency=0.0, loop=None):
+                 monitor=False, latency=0.0, loop=None, derivation=None):
         self.method = method
         self.t_start = time.perf_counter()
         if comm is None:
             comm = A.comm if _distributed(A) else _world()
         self.comm = comm
         _check_same_on_every_rank(comm, method, A, b, rtol=rtol, atol=atol, maxiter=maxiter,
-                                  M=M, latency=latency, loop=loop)
-        with collective_check(comm, method):
-            if not (np.isfinite(rtol) and np.isfinite(atol)) or rtol < 0 or atol < 0:
-                raise ValueError(f"tolerances must be finite and nonnegative: rtol={rtol}, atol={atol}")
-            if maxiter is not None and int(maxiter) < 1:
-                raise ValueError(f"maxiter must be positive, got {maxiter}")
+                                  M=M, latency=latency, loop=loop, derivation=derivation)
+        # the same scalars on every rank (checked above): these fail everywhere alike
+        if not (np.isfinite(rtol) and np.isfinite(atol)) or rtol < 0 or atol < 0:
+            raise ValueError(f"{method}: tolerances must be finite and nonnegative: rtol={rtol}, atol={atol}")
+        if maxiter is not None and int(maxiter) < 1:
+            raise ValueError(f"{method}: maxiter must be positive, got {maxiter}")
         self.whole = not _distributed(A)
         if self.whole:
             from ..matrix.distributed import DistributedCSR

@@ -1,0 +1,93 @@
+"""A PETSc C application on our KSP against PETSc's own, time per iteration:
+
+    python benchmarks/petsc_app.py                       # 1 and 2 ranks, 1,024-16,384 per rank
+    python benchmarks/petsc_app.py --ranks 2 --sizes 4096 --pc bjacobi
+
+tests/capp/poisson.c (2D Poisson, AIJ, b = 1) is built with mpicc against pkg-config's
+PETSc and run with ``-ksp_type pipecg`` and with ``-python <interpreter> -ksp_type python
+-ksp_python_type pipekrylov.petsc.PipeCG`` (and cg / CG), rtol 1e-8, ``-solves k``: the
+best of k KSPSolve calls from x = 0 (the first one loads or compiles the loop) over the
+iterations of one solve.  The set-up (KSPSetUp, the matrix conversion) is outside the
+timed calls for both; everything inside KSPSolve is timed: for ours the Python entry,
+the arguments' checks, the compiled loop and the handing back.
+"""
+import argparse
+import os
+import re
+import shutil
+import site
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SOURCE = os.path.join(ROOT, "tests", "capp", "poisson.c")
+PAIRS = [("pipecg", "PipeCG"), ("cg", "CG")]
+
+
+def build(folder):
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "PETSc"], capture_output=True, text=True,
+                           check=True).stdout.split()
+    exe = os.path.join(folder, "poisson")
+    subprocess.run([shutil.which("mpicc"), SOURCE, "-o", exe, *flags], check=True)
+    return exe
+
+
+def environment():
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, *site.getsitepackages(), env.get("PYTHONPATH", "")])
+    return env
+
+
+def run(exe, ranks, n, options, solves):
+    command = [shutil.which("mpiexec"), "-n", str(ranks), "-x", "PYTHONPATH", exe, "-n", str(n),
+               "-ksp_rtol", "1e-8", "-solves", str(solves), *options]
+    out = subprocess.run(command, env=environment(), capture_output=True, text=True, timeout=600)
+    if out.returncode:
+        raise SystemExit(out.stdout[-2000:] + out.stderr[-2000:])
+    its = int(re.search(r"iterations (\d+)", out.stdout).group(1))
+    best = float(re.search(r"best solve (\S+) s", out.stdout).group(1))
+    return its, best / its
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1024, 4096, 16384],
+                        help="unknowns per rank (the grid is the nearest square)")
+    parser.add_argument("--pc", default="jacobi")
+    parser.add_argument("--solves", type=int, default=10)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as folder:
+        exe = build(folder)
+        print(f"2D Poisson, {args.pc}, rtol 1e-8; time per iteration = best of {args.solves} KSPSolve "
+              f"calls / iterations; CPU: {_cpu_name()}")
+        print("| ranks | unknowns per rank | PETSc's KSP | iterations | PETSc us/it | ours | iterations "
+              "| ours us/it | ours / PETSc |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for ranks in args.ranks:
+            for size in args.sizes:
+                n = round((size * ranks) ** 0.5)
+                for theirs, ours in PAIRS:
+                    common = ["-pc_type", args.pc]
+                    its_p, t_p = run(exe, ranks, n, ["-ksp_type", theirs, "-ksp_norm_type", "unpreconditioned",
+                                                     *common], args.solves)
+                    its, t = run(exe, ranks, n, ["-python", sys.executable, "-ksp_type", "python",
+                                                 "-ksp_python_type", f"pipekrylov.petsc.{ours}", *common],
+                                 args.solves)
+                    print(f"| {ranks} | {n * n // ranks:,} | {theirs} | {its_p} | {t_p * 1e6:.1f} | {ours} | {its} "
+                          f"| {t * 1e6:.1f} | {t / t_p:.2f} |", flush=True)
+    return 0
+
+
+def _cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return "unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
