@@ -181,6 +181,9 @@ def _operator(mat):
 _OURS = {"jacobi": ("jacobi",), "bjacobi": ("ilu0", "ic0"), "ilu": ("ilu0",), "icc": ("ic0",)}
 
 
+PCAPPLY = "PCApply"   # the binding's M when PETSc's PC is applied (wrapped per solve)
+
+
 def _preconditioner(pc, P, operator, prefix):
     """The KSP's PC as the runtime's own preconditioner where PETSc's does what ours
     does: None for "none", ours for Jacobi and one-block-per-rank ILU(0)/ICC(0) (checked
@@ -199,7 +202,7 @@ def _preconditioner(pc, P, operator, prefix):
             continue
         if _same_action(pc, P, ours, operator):
             return ours, name
-    return PETScPC(pc, P), f"PETSc's {kind} (PCApply)"
+    return PCAPPLY, f"PETSc's {kind} (PCApply)"
 
 
 def _same_action(pc, P, ours, operator):
@@ -307,9 +310,14 @@ class Context:
             ksp.logConvergenceHistory(rnorm)
             ksp.monitor(its, rnorm)
 
+        # PETSc's PC is wrapped per solve and dropped after it: the context keeps no PETSc
+        # object alive (their destruction stays PETSc's business)
+        M = PETScPC(ksp.getPC(), ksp.getOperators()[1]) if binding.M is PCAPPLY else binding.M
+        if M is not None:
+            M.time, M.count = 0.0, 0   # this solve's timings (ours are kept between solves)
         try:
             res = solver(binding.operator, b.getArray(readonly=True), x0, rtol=rtol, atol=atol,
-                         maxiter=max_it, M=binding.M, monitor=monitor if live else False,
+                         maxiter=max_it, M=M, monitor=monitor if live else False,
                          latency=self.latency, comm=binding.operator.comm, **extra)
         except Exception:  # never a traceback inside a PETSc application: a reason instead
             ksp.setConvergedReason(PETSc.KSP.ConvergedReason.DIVERGED_BREAKDOWN)
