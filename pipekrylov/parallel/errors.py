@@ -7,7 +7,6 @@ runs its input checks inside :func:`collective_check`.
 from contextlib import contextmanager
 
 import numpy as np
-from mpi4py import MPI
 
 __all__ = ["collective_check", "raise_on_any", "CollectiveError", "format_ranks"]
 
@@ -37,7 +36,10 @@ def raise_on_any(comm, error, what=""):
     if comm is None or comm.Get_size() == 1:
         failures = [local]
     else:
-        # a flag first (no pickling): the checks pass far more often than they fail
+        # a flag first (no pickling): the checks pass far more often than they fail.
+        # (mpi4py.MPI imported here, not at the top: importing it starts MPI, which a
+        # process that only launches mpiexec, e.g. `pipekrylov scaling run`, must not do)
+        from mpi4py import MPI
         flag = np.array([error is not None], dtype=np.int32)
         comm.Allreduce(MPI.IN_PLACE, flag, op=MPI.MAX)
         if not flag[0]:
