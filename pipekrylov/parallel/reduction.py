@@ -106,7 +106,10 @@ class FusedReduction:
 
     def start(self, values, label=""):
         """Start one Iallreduce (sum) of the given local scalars.  Collective."""
-        send = np.append(np.asarray(values, dtype=np.float64).ravel(), float(self.failure is not None))
+        values = np.asarray(values, dtype=np.float64).ravel()
+        send = np.empty(values.size + 1)
+        send[:-1] = values
+        send[-1] = self.failure is not None
         result = np.empty_like(send)
         now = time.perf_counter()
         request = self.comm.Iallreduce(send, result, op=MPI.SUM)
