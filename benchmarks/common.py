@@ -1,5 +1,5 @@
-"""Helpers the benchmarks share: timing across ranks, a STREAM triad kernel, cache
-flushing, table printing."""
+"""Helpers the benchmarks share (``from benchmarks.common import ...``): timing across
+ranks, a STREAM triad kernel, cache flushing, table printing."""
 import time
 
 import numpy as np

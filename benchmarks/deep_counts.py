@@ -1,6 +1,6 @@
 """Iterations to rtol 1e-8 of p(l)-CG (l = 1..5) beside CG and PETSc's pipelcg.
 
-    python benchmarks/deep_counts.py [--depths 1 2 3 4 5] [--petsc] [--fallback-depth N|none]
+    python -m benchmarks.deep_counts [--depths 1 2 3 4 5] [--petsc] [--fallback-depth N|none]
                                      [--drift-tol T|none]
 
 Serial; b = A * ones; the generators without a preconditioner, the SPD matrices of
@@ -12,8 +12,6 @@ with ``--petsc`` also PETSc's pipelcg at the same depths with its default lmin =
 (the monomial basis).
 """
 import argparse
-import os
-import sys
 
 import numpy as np
 from mpi4py import MPI
@@ -21,8 +19,7 @@ from mpi4py import MPI
 import pipekrylov as pk
 from pipekrylov.deep import plcg
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-from helpers import SPD, load  # noqa: E402
+from benchmarks.matrices import SPD, load
 
 
 def problems():
@@ -35,24 +32,10 @@ def problems():
 
 
 def petsc_pipelcg(A, b, depth, pc, maxiter):
-    from petsc4py import PETSc
-    from pipekrylov.petsc import aij
-    M = aij(A)
-    ksp = PETSc.KSP().create(PETSc.COMM_SELF)
-    ksp.setOperators(M)
-    ksp.setType("pipelcg")
-    opts = PETSc.Options()
-    opts["ksp_pipelcg_pipel"] = depth
-    ksp.setFromOptions()
-    opts.delValue("ksp_pipelcg_pipel")
-    ksp.getPC().setType(pc or "none")
-    ksp.setTolerances(rtol=1e-8, atol=0.0, max_it=maxiter)
-    bv, xv = M.createVecRight(), M.createVecRight()
-    bv.array[:] = b
-    ksp.solve(bv, xv)
-    ok = ksp.getConvergedReason() > 0
-    true = np.linalg.norm(b - A @ xv.array) / np.linalg.norm(b)
-    return ksp.getIterationNumber(), ok, true
+    from pipekrylov.petsc import make_ksp, run_ksp
+    ksp = make_ksp(A, "pipelcg", pc or "none", max_it=maxiter, options=[("ksp_pipelcg_pipel", depth)])
+    its, reason, x = run_ksp(ksp, b)
+    return its, reason > 0, np.linalg.norm(b - A @ x) / np.linalg.norm(b)
 
 
 def main():

@@ -1,7 +1,7 @@
 """Latency hidden by p(l)-CG: an injected reduction latency of 1, 2 and 4 SpMV times.
 
-    mpiexec -n 1 python benchmarks/deep_latency.py [--n 700] [--iterations 150]
-    mpiexec -n 2 python benchmarks/deep_latency.py
+    mpiexec -n 1 python -m benchmarks.deep_latency [--n 700] [--iterations 150]
+    mpiexec -n 2 python -m benchmarks.deep_latency
 
 2D Poisson (n^2 unknowns), Jacobi, a fixed number of iterations (rtol 0), shifts the
 Chebyshev points of (0, 2), the interval of the Jacobi-scaled spectrum (no estimate to time;
@@ -18,7 +18,7 @@ import argparse
 from mpi4py import MPI
 
 import pipekrylov as pk
-from common import per_iteration, poisson_with_spmv_time, print_table
+from benchmarks.common import per_iteration, poisson_with_spmv_time, print_table
 
 
 def main():

@@ -1,7 +1,7 @@
 """Iterations to rtol 1e-8 of the derived methods, their base methods and PETSc's pipelined KSPs.
 
-    python benchmarks/derived_counts.py [--pc jacobi]             # iteration counts
-    python benchmarks/derived_counts.py --accuracy [--pc jacobi]  # attainable accuracy
+    python -m benchmarks.derived_counts [--pc jacobi]             # iteration counts
+    python -m benchmarks.derived_counts --accuracy [--pc jacobi]  # attainable accuracy
 
 
 Serial, no preconditioner (or --pc jacobi), b = A * ones, on the real matrices
@@ -11,35 +11,22 @@ and with automatic residual replacement (and how many replacements); PETSc's pip
 counterpart (pipecg, pipecr, pipebcgs); and the true relative residuals at the end.
 """
 import argparse
-import os
-import sys
 
 import numpy as np
 from mpi4py import MPI
 
 import pipekrylov as pk
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-from helpers import NONSYMMETRIC, SPD, load  # noqa: E402
+from benchmarks.matrices import NONSYMMETRIC, SPD, load
 
 PETSC = {"cg": "pipecg", "cr": "pipecr", "bicgstab": "pipebcgs"}
 
 
 def petsc_solve(A, b, ksp_type, pc):
-    from petsc4py import PETSc
-    from pipekrylov.petsc import aij
-    M = aij(A)
-    ksp = PETSc.KSP().create(PETSc.COMM_SELF)
-    ksp.setOperators(M)
-    ksp.setType(ksp_type)
-    ksp.getPC().setType(pc or "none")
-    if ksp_type != "pipecr":
-        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
-    ksp.setTolerances(rtol=1e-8, atol=0.0, max_it=30000)
-    bv, xv = M.createVecRight(), M.createVecRight()
-    bv.array[:] = b
-    ksp.solve(bv, xv)
-    return ksp.getIterationNumber(), xv.array.copy()
+    from pipekrylov.petsc import make_ksp, run_ksp
+    ksp = make_ksp(A, ksp_type, pc or "none", max_it=30000, unpreconditioned=ksp_type != "pipecr")
+    its, _, x = run_ksp(ksp, b)
+    return its, x
 
 
 def accuracy(pc):

@@ -1,6 +1,6 @@
 """The performance model against measured runs, in one go.
 
-    .venv/bin/python benchmarks/model_check.py [--problem poisson2d:500]
+    .venv/bin/python -m benchmarks.model_check [--problem poisson2d:500]
 
 Calibrates the model on this machine (pipekrylov.model.calibrate), then solves with cg
 and p-cg on 1 and 2 ranks with an injected reduction latency L of 0, 1, 2 and 4 times the
@@ -16,7 +16,7 @@ import tempfile
 from mpi4py import MPI
 
 from pipekrylov import model
-from pipekrylov.cli import model_problem_size
+from pipekrylov.problems import problem_size
 from pipekrylov.scaling import collect, run_series
 
 
@@ -25,7 +25,7 @@ def main():
     parser.add_argument("--problem", default="poisson2d:500")
     args = parser.parse_args()
     here = model.calibrate(MPI.COMM_SELF)
-    n, nnz = model_problem_size(args.problem)
+    n, nnz = problem_size(args.problem)
     work = here.spmv_per_nnz * nnz + 3 * here.vector_per_entry * n
     print(f"calibrated: SpMV {here.spmv_per_nnz * 1e9:.2f} ns/nonzero, vectors "
           f"{here.vector_per_entry * 1e9:.3f} ns/entry; SpMV+PC on 1 rank {work * 1e3:.3f} ms")

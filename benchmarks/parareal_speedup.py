@@ -1,6 +1,6 @@
 """Parareal on the Burgers study: measured speedup against the bounds, and memory.
 
-    python benchmarks/parareal_speedup.py [--slices 2] [--iterations 1] [--memory-slices 8]
+    python -m benchmarks.parareal_speedup [--slices 2] [--iterations 1] [--memory-slices 8]
 
 Runs, in this one invocation: the serial fine run (the baseline, timed here), then each
 controller as its own process through ``python -m parareal run`` (MPI ones under
@@ -19,9 +19,8 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from parareal.report import speedup_bound  # noqa: E402
-from parareal.setups import make_setup  # noqa: E402
+from parareal.report import speedup_bound
+from parareal.setups import make_setup
 
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_rmaps_base_oversubscribe="1", NUMBA_NUM_THREADS="1")

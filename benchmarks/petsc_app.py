@@ -1,7 +1,7 @@
 """A PETSc C application on our KSP against PETSc's own, time per iteration:
 
-    python benchmarks/petsc_app.py                       # 1 and 2 ranks, 1,024-16,384 per rank
-    python benchmarks/petsc_app.py --ranks 2 --sizes 4096 --pc bjacobi
+    python -m benchmarks.petsc_app                       # 1 and 2 ranks, 1,024-16,384 per rank
+    python -m benchmarks.petsc_app --ranks 2 --sizes 4096 --pc bjacobi
 
 tests/capp/poisson.c (2D Poisson, AIJ, b = 1) is built with mpicc against pkg-config's
 PETSc and run with ``-ksp_type pipecg`` and with ``-python <interpreter> -ksp_type python

@@ -1,7 +1,7 @@
 """Time per iteration: derived p-CG against our classic CG and PETSc's cg and pipecg.
 
-    mpiexec -n 1 python benchmarks/pipelined.py [--n 1000] [--iterations 200]
-    mpiexec -n 2 python benchmarks/pipelined.py
+    mpiexec -n 1 python -m benchmarks.pipelined [--n 1000] [--iterations 200]
+    mpiexec -n 2 python -m benchmarks.pipelined
 
 2D Poisson (n^2 unknowns), Jacobi preconditioner, a fixed number of iterations (rtol 0).
 Our solvers run without and with an injected reduction latency L equal to the measured
@@ -18,7 +18,7 @@ import numpy as np
 from mpi4py import MPI
 
 import pipekrylov as pk
-from common import per_iteration, poisson_with_spmv_time, print_table
+from benchmarks.common import per_iteration, poisson_with_spmv_time, print_table
 
 
 def main():
@@ -58,14 +58,9 @@ def main():
 
 
 def petsc_time(comm, A, b, ksp_type, its, repeat):
-    from petsc4py import PETSc
-    from pipekrylov.petsc import aij
+    from pipekrylov.petsc import aij, make_ksp
     M = aij(A)
-    ksp = PETSc.KSP().create(comm)
-    ksp.setOperators(M)
-    ksp.setType(ksp_type)
-    ksp.getPC().setType("jacobi")
-    ksp.setTolerances(rtol=0.0, atol=0.0, max_it=its)
+    ksp = make_ksp(M, ksp_type, "jacobi", rtol=0.0, max_it=its)
     ksp.setConvergenceTest(lambda *args: 0)  # run exactly `its` iterations
     bv, xv = M.createVecs()
     bv.array[:] = b

@@ -1,9 +1,9 @@
 """How far rounding alone moves the quantities the tests compare: iteration counts, the
 attainable accuracy, whether p(l)-CG's drift check hands over.
 
-    python benchmarks/rounding_spread.py [--seeds 8]
-    mpiexec -n 2 python benchmarks/rounding_spread.py      (the partition changes the sums)
-    OPENBLAS_CORETYPE=Prescott python benchmarks/rounding_spread.py   (numpy's BLAS kernel)
+    python -m benchmarks.rounding_spread [--seeds 8]
+    mpiexec -n 2 python -m benchmarks.rounding_spread      (the partition changes the sums)
+    OPENBLAS_CORETYPE=Prescott python -m benchmarks.rounding_spread   (numpy's BLAS kernel)
 
 Every case is solved with b and with b perturbed by a few ulps (b (1 + 4 eps u), u uniform
 in [-1, 1], one seed each); each row prints the range over those solves of our count, the
@@ -13,8 +13,6 @@ residual, the first residual norms) and the counts live in docs/rounding.md with
 spread this prints.
 """
 import argparse
-import os
-import sys
 
 import numpy as np
 import scipy.sparse as sp
@@ -25,8 +23,7 @@ import pipekrylov as pk
 from pipekrylov.derive import BASE_METHODS
 from pipekrylov.derive.interpret import run_base
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-from helpers import load, problem, scipy_solve  # noqa: E402
+from benchmarks.matrices import load, problem, scipy_solve
 
 RTOL = 1e-8
 
@@ -54,21 +51,12 @@ def derived_against_base(comm, method, name, b):
 
 def against_petsc(comm, method, name, b, pc):
     """Ours serially against PETSc's pipelined KSP (test_derive.py)."""
-    from petsc4py import PETSc
-    from pipekrylov.petsc import aij
+    from pipekrylov.petsc import make_ksp, run_ksp
     _, A = problem(MPI.COMM_SELF, name)
     ours = pk.pipelined(method)(A, b, rtol=RTOL, maxiter=20000, comm=MPI.COMM_SELF, M=None if pc == "none" else pc)
-    M = aij(A)
-    ksp = PETSc.KSP().create(PETSc.COMM_SELF)
-    ksp.setOperators(M)
-    ksp.setType({"cg": "pipecg", "bicgstab": "pipebcgs"}[method])
-    ksp.getPC().setType(pc)
-    ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
-    ksp.setTolerances(rtol=RTOL, atol=0.0, max_it=20000)
-    bv, xv = M.createVecRight(), M.createVecRight()
-    bv.array[:] = b
-    ksp.solve(bv, xv)
-    return ours.iterations, ksp.getIterationNumber()
+    ksp = make_ksp(A, {"cg": "pipecg", "bicgstab": "pipebcgs"}[method], pc, rtol=RTOL, max_it=20000,
+                   unpreconditioned=True)
+    return ours.iterations, run_ksp(ksp, b)[0]
 
 
 def against_scipy(comm, method, name, b, pc):

@@ -1,7 +1,7 @@
 """SpMV against the memory bandwidth, scipy and PETSc, on a 2D Poisson matrix.
 
-    mpiexec -n 1 python benchmarks/spmv.py [--n 1000]
-    mpiexec -n 2 python benchmarks/spmv.py [--n 1000]
+    mpiexec -n 1 python -m benchmarks.spmv [--n 1000]
+    mpiexec -n 2 python -m benchmarks.spmv [--n 1000]
 
 Prints, from one run: the STREAM-triad bandwidth measured with the same tools (a Numba
 loop, timed in the same rounds as the SpMVs); our SpMV's effective bandwidth and its
@@ -21,12 +21,11 @@ nonzero there).  The "CSR GB/s" column divides the CSR bytes by each kernel's ti
 import argparse
 
 import numpy as np
-import scipy.sparse as sp
 from mpi4py import MPI
 
 import pipekrylov as pk
-from common import CacheFlush, best_times, last_level_cache_bytes, print_table
-from common import triad as triad_kernel
+from benchmarks.common import CacheFlush, best_times, last_level_cache_bytes, print_table
+from benchmarks.common import triad as triad_kernel
 
 
 def main():

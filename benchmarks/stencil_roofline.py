@@ -1,6 +1,6 @@
 """MLUP/s of each stencil kernel on a grid much larger than the cache, beside the STREAM bound.
 
-    .venv/bin/python benchmarks/stencil_roofline.py [--ndim 3] [--n 420] [--steps 16] [--rounds 3] [--threads 2]
+    .venv/bin/python -m benchmarks.stencil_roofline [--ndim 3] [--n 420] [--steps 16] [--rounds 3] [--threads 2]
 
 Measures, in one run: STREAM copy and triad; the numpy reference; the non-blocked sweep,
 with plain and with streaming stores; the in-core ceiling (each thread updating its own small grid, with rows as long as the

@@ -1,6 +1,6 @@
 """Where the time of the wavefront tiles goes, from their kernel's in-core rate to a team pass.
 
-    .venv/bin/python benchmarks/stencil_tiles.py [--n 420] [--tile 16] [--steps 8] [--threads 2] [--rounds 6]
+    .venv/bin/python -m benchmarks.stencil_tiles [--n 420] [--tile 16] [--steps 8] [--threads 2] [--rounds 6]
 
 `WavefrontTiles` is bound by the cores, not the memory (README): this splits what a team
 pass loses against its kernel on data held in L2.  On the 3D 7-point Jacobi (constant

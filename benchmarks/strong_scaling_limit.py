@@ -2,8 +2,8 @@
 cost more than the local work.  Our cg, p-cg and p(2)-cg (on the compiled and the Python
 loop where they have both) against PETSc's cg, pipecg and pipelcg, in one run:
 
-    python benchmarks/strong_scaling_limit.py                  # every case below
-    python benchmarks/strong_scaling_limit.py --ranks 1 2 --transports shm --sizes 256 1024
+    python -m benchmarks.strong_scaling_limit                  # every case below
+    python -m benchmarks.strong_scaling_limit --ranks 1 2 --transports shm --sizes 256 1024
 
 2D Poisson with 256 ... 65,536 unknowns per rank and 10^6 in total, Jacobi, at 1, 2
 and 4 ranks, over shared memory and over TCP (Open MPI ``--mca btl tcp,self --mca
@@ -35,6 +35,7 @@ SIZES = [256, 1024, 4096, 16384, 65536]
 TOTAL = 10 ** 6
 OURS = ["cg", "p-cg compiled", "p-cg python", "p(2)-cg"]
 PETSC = ["PETSc cg", "PETSc pipecg", "PETSc pipelcg"]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TCP = ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo"]
 
 
@@ -61,16 +62,9 @@ def our_solvers():
 
 def petsc_solver(comm, A, b, ksp_type):
     """A function running ``n`` iterations of a PETSc KSP (Jacobi, rtol 0) -> iterations."""
-    from petsc4py import PETSc
-    from pipekrylov.petsc import aij
+    from pipekrylov.petsc import aij, make_ksp
     M = aij(A)
-    ksp = PETSc.KSP().create(comm)
-    ksp.setOperators(M)
-    ksp.setType(ksp_type)
-    if ksp_type == "pipelcg":
-        PETSc.Options().setValue("ksp_pipelcg_pipel", 2)
-        ksp.setFromOptions()
-    ksp.getPC().setType("jacobi")
+    ksp = make_ksp(M, ksp_type, "jacobi", options=[("ksp_pipelcg_pipel", 2)] if ksp_type == "pipelcg" else [])
     bv, xv = M.createVecs()
     bv.array[:] = b
 
@@ -190,11 +184,12 @@ def main():
             if transport == "tcp" and (ranks == 1 or kind != "openmpi"):
                 continue
             command = [mpiexec, *(TCP if transport == "tcp" else []), "-n", str(ranks), sys.executable,
-                       os.path.abspath(__file__), "--worker", "--repeat", str(args.repeat),
+                       "-m", "benchmarks.strong_scaling_limit", "--worker", "--repeat", str(args.repeat),
                        "--sizes", *map(str, args.sizes)] + (["--no-petsc"] if not with_petsc else [])
             print(f"# {transport}, {ranks} rank(s): {' '.join(command[:-2 - len(args.sizes)])} ...",
                   file=sys.stderr, flush=True)
-            out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=args.timeout)
+            out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=args.timeout,
+                                 cwd=ROOT)
             if out.returncode != 0:
                 print(out.stdout[-2000:], out.stderr[-4000:], file=sys.stderr)
                 return 1

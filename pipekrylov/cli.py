@@ -20,9 +20,9 @@ import time
 import numpy as np
 
 from .kernels.compile import compiling_notice
+from .problems import GENERATORS, parse_problem, problem_size
 from .parallel.commandline import ArgumentParser, add_debug_option, run_command
 
-GENERATORS = ("poisson2d", "poisson3d", "anisotropic2d", "convection_diffusion2d")
 METHODS = ("cg", "cr", "bicgstab", "gmres", "p-cg", "p-cr", "p-bicgstab", "p-cgs", "p-cg-hs", "p-gmres")
 
 
@@ -34,16 +34,6 @@ def build_problem(comm, problem, matrix):
         return mat.read_matrix(matrix, comm), os.path.basename(matrix)
     name, n = parse_problem(problem)
     return getattr(mat, name)(comm, n), problem
-
-
-def parse_problem(problem):
-    """``NAME:N`` -> (NAME, N), with NAME a generator and N >= 2 points per axis."""
-    name, _, n = problem.partition(":")
-    if name not in GENERATORS:
-        raise ValueError(f"--problem {problem!r}: unknown problem {name!r}; choose from {', '.join(GENERATORS)}")
-    if n and not (n.isdigit() and int(n) >= 2):
-        raise ValueError(f"--problem {problem!r}: N must be an integer of at least 2 (points per axis)")
-    return name, int(n or 100)
 
 
 def solve_record(args, comm):
@@ -229,7 +219,7 @@ def model_command(args):
         return 0
     if args.save_machine:
         machine.save(args.save_machine)
-    A_n, A_nnz = model_problem_size(args.problem)
+    A_n, A_nnz = problem_size(args.problem)
     ranks = [2 ** k for k in range(int(math.log2(args.max_ranks)) + 1)]
     if ranks[-1] != args.max_ranks:
         ranks.append(args.max_ranks)
@@ -244,14 +234,6 @@ def model_command(args):
         model.plot_prediction(rows, machine, args.problem, args.plot)
         print("wrote", args.plot)
     return 0
-
-
-def model_problem_size(problem):
-    """(n, nnz) of a generated problem NAME:N without building it."""
-    name, n = parse_problem(problem)
-    if name == "poisson3d":
-        return n ** 3, 7 * n ** 3 - 6 * n ** 2
-    return n ** 2, 5 * n ** 2 - 4 * n
 
 
 def derive_command(args):

@@ -42,34 +42,17 @@ def markdown_table(header, rows):
 
 def _run(A, b, ksp_type, context, depth, max_it, pc, extra=None, repeat=3):
     from mpi4py import MPI
-    from petsc4py import PETSc
+    from pipekrylov.petsc import make_ksp
     comm = A.getComm()
-    ksp = PETSc.KSP().create(comm)
-    ksp.setOperators(A)
-    ksp.setOptionsPrefix("compare_")
-    options = PETSc.Options()
     if context is None:
-        ksp.setType(ksp_type)
-        if ksp_type in ("cg", "pipecg", "pipecgrr", "bcgs", "pipebcgs"):
-            ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
-        if "bcgs" in ksp_type or "gmres" in ksp_type:
-            ksp.setPCSide(PETSc.PC.Side.RIGHT)
-        options["compare_ksp_pipelcg_pipel"] = depth
+        options = [("ksp_pipelcg_pipel", depth)]
+        ksp = make_ksp(A, ksp_type, pc, rtol=1e-8, max_it=max_it, prefix="compare_", options=options,
+                       unpreconditioned=ksp_type in ("cg", "pipecg", "pipecgrr", "bcgs", "pipebcgs"),
+                       right="bcgs" in ksp_type or "gmres" in ksp_type)
     else:
-        ksp.setType("python")
-        ksp.setPythonContext(context())
-        options["compare_ksp_pipekrylov_depth"] = depth if ksp_type == "pipelcg" else 1
-    for key, value in (extra or {}).items():
-        options["compare_" + key] = value
-    ksp.setFromOptions()
-    for key in ("compare_ksp_pipelcg_pipel", "compare_ksp_pipekrylov_depth",
-                *("compare_" + key for key in (extra or {}))):
-        if options.hasName(key):
-            options.delValue(key)
-    ksp.getPC().setType(pc)
-    ksp.setTolerances(rtol=1e-8, max_it=max_it)
+        options = [("ksp_pipekrylov_depth", depth if ksp_type == "pipelcg" else 1), *(extra or {}).items()]
+        ksp = make_ksp(A, context, pc, rtol=1e-8, max_it=max_it, prefix="compare_", options=options)
     x = b.duplicate()
-    ksp.setUp()
     elapsed = []
     for _ in range(1 + repeat):   # the first solve loads or compiles what it runs: not timed
         x.set(0.0)

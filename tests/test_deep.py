@@ -177,27 +177,16 @@ def test_automatic_shifts_beat_the_monomial_basis():
 
 
 def test_petsc_pipelcg_without_lmax_stalls_where_ours_converges():
-    PETSc = pytest.importorskip("petsc4py.PETSc")
+    pytest.importorskip("petsc4py.PETSc")
     A = pk.poisson2d(MPI.COMM_SELF, 40).to_scipy()
     b = A @ np.ones(A.shape[0])
     base = pk.cg(A, b, rtol=1e-8, comm=MPI.COMM_SELF).iterations
-    from pipekrylov.petsc import aij
-    M = aij(A)
-    ksp = PETSc.KSP().create(PETSc.COMM_SELF)
-    ksp.setOperators(M)
-    ksp.setType("pipelcg")
-    opts = PETSc.Options()
-    opts["ksp_pipelcg_pipel"] = 3
-    ksp.setFromOptions()
-    opts.delValue("ksp_pipelcg_pipel")
-    ksp.getPC().setType("none")
-    ksp.setTolerances(rtol=1e-8, max_it=10 * base)
-    bv, xv = M.createVecs()
-    bv.array[:] = b
-    ksp.solve(bv, xv)
+    from pipekrylov.petsc import make_ksp, run_ksp
+    ksp = make_ksp(A, "pipelcg", "none", max_it=10 * base, options=[("ksp_pipelcg_pipel", 3)])
+    theirs, reason, _ = run_ksp(ksp, b)
     ours = plcg(A, b, depth=3, rtol=1e-8, comm=MPI.COMM_SELF)
     assert ours.info == 0 and ours.iterations <= 1.1 * base + 3
-    assert ksp.getConvergedReason() < 0 or ksp.getIterationNumber() > 3 * base
+    assert reason < 0 or theirs > 3 * base
 
 
 def test_breakdowns_restart_and_are_reported():
@@ -328,25 +317,16 @@ PGMRES_CASES = [("convection_diffusion2d", None), ("cage9", None), ("cage9", "ja
 
 @pytest.mark.parametrize("name,pc", PGMRES_CASES)
 def test_plgmres_depth_one_agrees_with_petsc_pgmres(name, pc):
-    PETSc = pytest.importorskip("petsc4py.PETSc")
+    pytest.importorskip("petsc4py.PETSc")
     A = dict((n, a) for n, a, _ in nonsymmetric_cases()).get(name)
     A = load(name) if A is None else A
     b = A @ np.ones(A.shape[0])
-    from pipekrylov.petsc import aij
-    M = aij(A)
-    ksp = PETSc.KSP().create(PETSc.COMM_SELF)
-    ksp.setOperators(M)
-    ksp.setType("pgmres")
-    ksp.setGMRESRestart(30)
-    ksp.getPC().setType(pc or "none")
-    ksp.setPCSide(PETSc.PC.Side.RIGHT)          # as ours
-    ksp.setTolerances(rtol=1e-8, atol=0.0, max_it=5000)
-    bv, xv = M.createVecs()
-    bv.array[:] = b
-    ksp.solve(bv, xv)
-    assert ksp.getConvergedReason() > 0
+    from pipekrylov.petsc import make_ksp, run_ksp
+    ksp = make_ksp(A, "pgmres", pc or "none", max_it=5000, right=True,   # right preconditioned, as ours
+                   options=[("ksp_gmres_restart", 30)])
+    theirs, reason, _ = run_ksp(ksp, b)
+    assert reason > 0
     ours = plgmres(A, b, depth=1, restart=30, rtol=1e-8, M=pc, comm=MPI.COMM_SELF, maxiter=5000)
-    theirs = ksp.getIterationNumber()
     assert ours.info == 0
     assert abs(ours.iterations - theirs) <= max(1, 0.05 * theirs), (name, ours.iterations, theirs)
 

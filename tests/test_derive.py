@@ -6,7 +6,6 @@ import sys
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 from mpi4py import MPI
 
 import pipekrylov as pk
@@ -234,22 +233,13 @@ def test_derived_pcg_agrees_with_the_published_algorithm(name):
 
 # ---------------------------------------------------------------- PETSc's pipelined KSPs
 def petsc_iterations(A, b, ksp_type, pc="none"):
-    from petsc4py import PETSc
-    from pipekrylov.petsc import aij
-    M = aij(A)
-    ksp = PETSc.KSP().create(PETSc.COMM_SELF)
-    ksp.setOperators(M)
-    ksp.setType(ksp_type)
-    ksp.getPC().setType(pc)
-    if ksp_type != "pipecr":  # pipecr only has the preconditioned norm
-        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
-    ksp.setTolerances(rtol=1e-8, atol=0.0, max_it=20000)
-    bv, xv = M.createVecRight(), M.createVecRight()
-    bv.array[:] = b
-    ksp.solve(bv, xv)
-    assert ksp.getConvergedReason() > 0
-    petsc_iterations.true_residual = np.linalg.norm(b - A @ xv.array) / np.linalg.norm(b)
-    return ksp.getIterationNumber()
+    from pipekrylov.petsc import make_ksp, run_ksp
+    # pipecr only has the preconditioned norm
+    ksp = make_ksp(A, ksp_type, pc, max_it=20000, unpreconditioned=ksp_type != "pipecr")
+    its, reason, x = run_ksp(ksp, b)
+    assert reason > 0
+    petsc_iterations.true_residual = np.linalg.norm(b - A @ x) / np.linalg.norm(b)
+    return its
 
 
 # Without a preconditioner, where the count is not decided by rounding; with Jacobi, every

@@ -11,7 +11,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
-COMMAND = re.compile(r"python3? (?:-m (pipekrylov|parareal|stencil)(?: ([a-z][a-z-]*))?|((?:benchmarks|tools)/[\w-]+\.py))")
+COMMAND = re.compile(r"python3? (?:-m (pipekrylov|parareal|stencil)(?: ([a-z][a-z-]*))?|-m (benchmarks\.\w+)|(tools/[\w-]+\.py))")
 
 
 def quoted_commands():
@@ -19,14 +19,15 @@ def quoted_commands():
     found = set()
     for path in DOCS:
         with open(path) as f:
-            for module, sub, script in COMMAND.findall(f.read()):
-                found.add(("module", module, sub) if module else ("script", script, ""))
+            for module, sub, benchmark, script in COMMAND.findall(f.read()):
+                found.add(("module", module, sub) if module else ("benchmark", benchmark, "") if benchmark
+                          else ("script", script, ""))
     return sorted(found)
 
 
 def test_the_docs_quote_commands():
     kinds = {kind for kind, _, _ in quoted_commands()}
-    assert kinds == {"module", "script"}
+    assert kinds == {"module", "benchmark", "script"}
 
 
 @pytest.mark.parametrize("kind, target, sub", quoted_commands())
@@ -36,11 +37,17 @@ def test_quoted_command_parses_help(kind, target, sub, capsys, monkeypatch):
         main = importlib.import_module(f"{target}.cli").main
         with pytest.raises(SystemExit) as stop:
             main(argv)
+    elif kind == "benchmark":   # python -m benchmarks.NAME, from the repository root
+        path = os.path.join(ROOT, *target.split(".")) + ".py"
+        assert os.path.exists(path), f"{target} is quoted in the docs but does not exist"
+        monkeypatch.setattr(sys, "argv", [path, "--help"])
+        monkeypatch.syspath_prepend(ROOT)
+        with pytest.raises(SystemExit) as stop:
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
     else:
         path = os.path.join(ROOT, target)
         assert os.path.exists(path), f"{target} is quoted in the docs but does not exist"
         monkeypatch.setattr(sys, "argv", [path, "--help"])
-        monkeypatch.syspath_prepend(os.path.dirname(path))   # the scripts import their helpers
         with pytest.raises(SystemExit) as stop:
             runpy.run_path(path, run_name="__main__")
     assert stop.value.code in (0, None), capsys.readouterr().err

@@ -33,3 +33,13 @@ def test_import_does_not_load_petsc():
     code = "import pipekrylov, parareal, stencil, sys; print('petsc4py' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "False"   # (an MPI may print a line at start-up)
+
+
+def test_the_scaling_launcher_does_not_start_mpi_itself():
+    """`pipekrylov scaling run` starts mpirun jobs; if its own process started MPI (an
+    import of mpi4py.MPI), Open MPI's launcher in the children fails without a word."""
+    import subprocess
+    import sys
+    code = "import pipekrylov.cli, pipekrylov.scaling, sys; print('mpi4py.MPI' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "False"

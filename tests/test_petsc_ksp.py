@@ -1,7 +1,5 @@
 """pipekrylov's solvers as PETSc KSP types, driven from petsc4py: generators and real matrices
 through PETSc's PCs, the deep contexts, breakdowns, the comparison command."""
-from contextlib import contextmanager
-
 import numpy as np
 import pytest
 
@@ -18,31 +16,27 @@ def solve(A, ksp_type, context=None, pc="jacobi", b_whole=None):
     """Solve by PETSc's ``ksp_type`` (unpreconditioned norm; right preconditioned for
     BiCGStab and GMRES, as ours) or by our ``context``; b = 1 unless ``b_whole`` is given.
     Returns iterations, reason, this rank's x and the true relative residual."""
-    ksp = PETSc.KSP().create(A.getComm())
-    ksp.setOperators(A)
     if context is None:
-        ksp.setType(ksp_type)
-        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
-        if "bcgs" in ksp_type or "gmres" in ksp_type:
-            ksp.setPCSide(PETSc.PC.Side.RIGHT)
+        ksp = pkp.make_ksp(A, ksp_type, pc, max_it=20000, unpreconditioned=True,
+                           right="bcgs" in ksp_type or "gmres" in ksp_type)
     else:
-        ksp.setType("python")
-        ksp.setPythonContext(context())
-    ksp.getPC().setType(pc)
-    ksp.setTolerances(rtol=1e-8, max_it=20000)
-    b, x = A.createVecs()
-    if b_whole is None:
-        b.set(1.0)
-    else:
-        lo, hi = b.getOwnershipRange()
-        b.array[:] = b_whole[lo:hi]
-    ksp.solve(b, x)
-    r = b.duplicate()
-    A.mult(x, r)
-    r.aypx(-1.0, b)
-    out = ksp.getIterationNumber(), int(ksp.getConvergedReason()), x.getArray().copy(), r.norm() / b.norm()
+        ksp = pkp.make_ksp(A, context, pc, max_it=20000)
+    b = 1.0 if b_whole is None else b_whole
+    its, reason, x = pkp.run_ksp(ksp, b)
     ksp.destroy()
-    return out
+    return its, reason, x, relative_residual(A, x, b)
+
+
+def relative_residual(A, x, b):
+    """||b - A x|| / ||b|| for this rank's x and b (a number, or the whole vector)."""
+    xv, bv = A.createVecs()
+    xv.array[:] = x
+    lo, hi = bv.getOwnershipRange()
+    bv.array[:] = b if np.ndim(b) == 0 else b[lo:hi]
+    r = bv.duplicate()
+    A.mult(xv, r)
+    r.aypx(-1.0, bv)
+    return r.norm() / bv.norm()
 
 
 CASES = [("pipecg", pkp.PipeCG), ("cg", pkp.CG), ("pipebcgs", pkp.PipeBiCGStab), ("bcgs", pkp.BiCGStab)]
@@ -83,24 +77,11 @@ def test_deep_contexts_solve_with_petsc_pcs_and_show_their_depth(comm, context, 
     the same iterations as PETSc's cg / gmres within 10% (their convergence tests differ
     in the norm: natural for p(l)-CG, unpreconditioned for right-preconditioned GMRES)."""
     A = petsc_poisson(comm, 30)
-    opts = PETSc.Options()
-    opts["ksp_pipekrylov_depth"] = depth
-    opts["ksp_pipekrylov_fallback_depth"] = 2
-    opts["ksp_pipekrylov_drift_tol"] = 1e-9
-    ksp = PETSc.KSP().create(comm)
-    ksp.setOperators(A)
-    ksp.setType("python")
-    ksp.setPythonContext(context())
-    ksp.getPC().setType("jacobi")
-    ksp.setTolerances(rtol=1e-8)
-    ksp.setFromOptions()
-    del opts["ksp_pipekrylov_depth"]
-    del opts["ksp_pipekrylov_fallback_depth"]
-    del opts["ksp_pipekrylov_drift_tol"]
-    b, x = A.createVecs()
-    b.set(1.0)
-    ksp.solve(b, x)
-    assert ksp.getConvergedReason() > 0
+    ksp = pkp.make_ksp(A, context, "jacobi", options=[("ksp_pipekrylov_depth", depth),
+                                                      ("ksp_pipekrylov_fallback_depth", 2),
+                                                      ("ksp_pipekrylov_drift_tol", 1e-9)])
+    _, reason, _ = pkp.run_ksp(ksp)
+    assert reason > 0
     ctx = ksp.getPythonContext()
     assert ctx.depth == depth and ctx.fallback_depth == 2 and ctx.drift_tol == 1e-9
     ours = ksp.getIterationNumber()
@@ -199,42 +180,16 @@ def test_compare_command_puts_petsc_and_ours_side_by_side(comm):
 
 # --- the compiled loop under PETSc ------------------------------------------------------
 
-@contextmanager
-def petsc_options(pairs):
-    """PETSc options set for the block (sub-PCs read theirs when they are set up)."""
-    opts = PETSc.Options()
-    for key, value in pairs:
-        opts[key] = value
-    try:
-        yield
-    finally:
-        for key, _ in pairs:
-            del opts[key]
-
-
-def ksp_for(A, context, pc, ksp_type="python"):
-    """A KSP of our ``context`` (or PETSc's ``ksp_type``) on A with PETSc's PC ``pc``."""
-    ksp = PETSc.KSP().create(A.getComm())
-    ksp.setOperators(A)
-    ksp.setType(ksp_type)
+def ksp_for(A, context, pc, options=(), ksp_type=None):
+    """Our ``context`` (or PETSc's ``ksp_type``, unpreconditioned norm) on A, rtol 1e-10."""
     if context is None:
-        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
-    else:
-        ksp.setPythonContext(context())
-    ksp.getPC().setType(pc)
-    ksp.setTolerances(rtol=1e-10, max_it=5000)
-    ksp.setFromOptions()
-    return ksp
+        return pkp.make_ksp(A, ksp_type, pc, rtol=1e-10, max_it=5000, unpreconditioned=True, options=options)
+    return pkp.make_ksp(A, context, pc, rtol=1e-10, max_it=5000, options=options)
 
 
 def solve_with(ksp, A):
-    b, x = A.createVecs()
-    b.set(1.0)
-    ksp.solve(b, x)
-    r = b.duplicate()
-    A.mult(x, r)
-    r.aypx(-1.0, b)
-    return ksp.getIterationNumber(), int(ksp.getConvergedReason()), r.norm() / b.norm()
+    its, reason, x = pkp.run_ksp(ksp)
+    return its, reason, relative_residual(A, x, 1.0)
 
 
 @pytest.mark.mpi
@@ -248,17 +203,16 @@ def test_petsc_pcs_run_on_the_compiled_loop_where_ours_act_alike(comm, pc, optio
     (checked against PCApply): the solve runs compiled, with PETSc's iterations; a PC we
     do not have (SOR, ILU(1) blocks) keeps PETSc's PCApply and the Python loop."""
     A = petsc_poisson(comm, 24)
-    with petsc_options(options):
-        ksp = ksp_for(A, pkp.PipeCG, pc)
-        its, reason, rel = solve_with(ksp, A)
-        ctx = ksp.getPythonContext()
-        assert ctx.binding.pc_name == applied
-        assert ctx.last_result.loop == ("python" if "PCApply" in applied else "compiled")
-        assert reason == 2 and rel < 1.01e-10
-        ksp.destroy()
-        theirs = ksp_for(A, None, pc, "pipecg")
-        its_p, reason_p, _ = solve_with(theirs, A)
-        theirs.destroy()
+    ksp = ksp_for(A, pkp.PipeCG, pc, options)
+    its, reason, rel = solve_with(ksp, A)
+    ctx = ksp.getPythonContext()
+    assert ctx.binding.pc_name == applied
+    assert ctx.last_result.loop == ("python" if "PCApply" in applied else "compiled")
+    assert reason == 2 and rel < 1.01e-10
+    ksp.destroy()
+    theirs = ksp_for(A, None, pc, options, "pipecg")
+    its_p, reason_p, _ = solve_with(theirs, A)
+    theirs.destroy()
     assert reason_p == 2 and abs(its - its_p) <= 2, (its, its_p)
 
 

@@ -105,6 +105,6 @@ def test_machine_round_trip_and_model_command(tmp_path):
 def test_model_problem_sizes_are_those_of_the_generators(name):
     from mpi4py import MPI
     from pipekrylov import matrix
-    from pipekrylov.cli import model_problem_size
+    from pipekrylov.problems import problem_size
     A = getattr(matrix, name)(MPI.COMM_SELF, 9)
-    assert model_problem_size(f"{name}:9") == (A.shape[0], A.nnz)
+    assert problem_size(f"{name}:9") == (A.shape[0], A.nnz)

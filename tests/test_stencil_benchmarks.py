@@ -9,7 +9,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_benchmark(script, *args):
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", script), *args],
+    out = subprocess.run([sys.executable, "-m", f"benchmarks.{script}", *args],
                          capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     return out.stdout
@@ -21,7 +21,7 @@ def rate(line):
 
 
 def test_roofline_benchmark_prints_every_kernel_and_both_speedups():
-    out = run_benchmark("stencil_roofline.py", "--n", "40", "--rounds", "2", "--steps", "4")
+    out = run_benchmark("stencil_roofline", "--n", "40", "--rounds", "2", "--steps", "4")
     lines = out.splitlines()
     for name in ("numpy reference", "non-blocked sweep (2 threads)", "non-blocked sweep, streaming stores",
                  "pipelined temporal blocking (PipelinedBlocking", "wavefront tiles (WavefrontTiles",
@@ -36,7 +36,7 @@ def test_roofline_benchmark_prints_every_kernel_and_both_speedups():
 
 
 def test_tiles_benchmark_prints_each_stage_from_in_core_to_the_team():
-    out = run_benchmark("stencil_tiles.py", "--n", "40", "--rounds", "2", "--tile", "8", "--steps", "4")
+    out = run_benchmark("stencil_tiles", "--n", "40", "--rounds", "2", "--tile", "8", "--steps", "4")
     # the table starts at its title (an MPI library may print a line of its own before it)
     lines = out.splitlines()
     lines = lines[next((i for i, line in enumerate(lines) if line.startswith("grid ")), 0):]

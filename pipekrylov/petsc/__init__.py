@@ -1,0 +1,61 @@
+"""pipekrylov's solvers as PETSc KSP types (petsc4py Python contexts).
+
+Tested from petsc4py (tests/test_petsc_ksp.py: the generators and every matrix of
+tests/data but west0479 (which nothing solves), PETSc's jacobi and bjacobi PCs, 1, 2
+and 4 ranks) and from a C application
+(tests/test_petsc_c_app.py: Poisson and the SPD matrices loaded with MatLoad, 1 and 2
+ranks).  ``python -m pipekrylov compare`` puts PETSc's KSPs and these side by side.
+
+From any PETSc application, C or Python::
+
+    -ksp_type python -ksp_python_type pipekrylov.petsc.PipeCG
+
+(a C program also needs ``-python <interpreter>`` and PYTHONPATH covering this package).
+The contexts, one per method:
+
+========================  ==========================================================
+``pipekrylov.petsc.CG``          classic CG          ``PipeCG``        derived p-CG
+``pipekrylov.petsc.CR``          classic CR          ``PipeCR``        derived p-CR
+``pipekrylov.petsc.BiCGStab``    classic BiCGStab    ``PipeBiCGStab``  derived p-BiCGStab
+``pipekrylov.petsc.GMRES``       classic GMRES(m)    ``PipeCGS``       derived p-CGS
+``pipekrylov.petsc.PipeLCG``     p(l)-CG (deep)      ``PipeLGMRES``    p(l)-GMRES (deep)
+========================  ==========================================================
+
+Options under the KSP's prefix: ``-ksp_pipekrylov_replacement`` (automatic residual
+replacement), ``-ksp_pipekrylov_replace_every k``, ``-ksp_pipekrylov_loop auto|compiled|python``
+(the derived methods' loop), ``-ksp_pipekrylov_latency seconds``, ``-ksp_pipekrylov_restart m``
+(GMRES), ``-ksp_pipekrylov_depth l`` and ``-ksp_pipekrylov_lmin/lmax`` (the deep variants'
+depth and shift interval; by default the solver estimates it), ``-ksp_pipekrylov_drift_tol t``
+(p(l)-CG's hand-over to p-CG, default 1e-11; 0: off), ``-ksp_pipekrylov_fallback_depth l``
+(its depth after a breakdown, default 1; 0 keeps the depth) and
+``-ksp_pipekrylov_live_monitor``; ``-ksp_view`` shows them.
+
+The context implements ``solve`` itself (PETSc's generic loop would add a blocking norm per
+iteration) and reports through PETSc: ``-ksp_monitor``, ``-ksp_converged_reason``,
+``-ksp_rtol/atol/max_it``, breakdowns as negative KSPConvergedReason values.
+
+**The compiled loop.**  At KSPSetUp the context builds the runtime's distributed matrix
+from an AIJ operator (:class:`Binding`: its local rows, split into the diagonal block and
+the halo part, with its own halo exchange) and maps the KSP's PC: ``none``, ``jacobi``,
+and ``bjacobi`` with ILU(0) or ICC(0) blocks (one per rank; ``ilu``/``icc`` on one rank)
+become the runtime's own Jacobi and block-Jacobi factors, computed by pipekrylov from the
+matrix and accepted only if they give PETSc's PCApply to 1e-10 on a test vector.  The
+derived methods then run on the compiled loop (:mod:`pipekrylov.derive.compiled`), on
+arrays, with no call into PETSc per iteration.  Any other PC (gamg, sor, ILU(k), ...) is
+applied through PCApply on the Python loop; any other Mat type through MatMult.  A solve
+checks the matrices' object states: new values (the same or a new pattern) or another
+PC type rebuild the binding, as KSPSetUp would not.
+
+Monitors: with the compiled loop, the residual history is handed to PETSc's monitors
+and convergence history after the solve (same lines as live, printed at the end).  A
+petsc4py monitor (``ksp.setMonitor``), or ``-ksp_pipekrylov_live_monitor``, is called at
+each iteration instead (a call into Python per iteration: measured in docs/compiled-loop.md).
+"""
+from .binding import Binding, PETScOperator, PETScPC, aij
+from .contexts import (CG, CR, GMRES, BiCGStab, Classic, Context, Deep, Derived, PipeBiCGStab, PipeCG, PipeCGS,
+                       PipeCR, PipeLCG, PipeLGMRES)
+from .ksp import make_ksp, run_ksp
+
+__all__ = ["CG", "CR", "BiCGStab", "GMRES", "PipeCG", "PipeCR", "PipeBiCGStab", "PipeCGS", "PipeLCG",
+           "PipeLGMRES", "Context", "Classic", "Derived", "Deep", "Binding", "PETScOperator", "PETScPC", "aij",
+           "make_ksp", "run_ksp"]

@@ -1,0 +1,246 @@
+"""The KSP contexts: one small class per method over a shared base (see
+:mod:`pipekrylov.petsc` for the options and what PETSc sees)."""
+import atexit
+import functools
+
+from petsc4py import PETSc
+
+from .binding import Binding
+
+__all__ = ["Context", "Classic", "Derived", "Deep", "CG", "CR", "BiCGStab", "GMRES", "PipeCG", "PipeCR",
+           "PipeBiCGStab", "PipeCGS", "PipeLCG", "PipeLGMRES"]
+
+# KSPs that use our contexts.  petsc4py 3.18 defers the destruction of a parallel KSP
+# that a script leaves alive to PetscFinalize, whose KSPReset then calls into the Python
+# context after the interpreter has exited (a crash).  While Python is alive, turn them
+# into a plain C type, so that no Python is left to call.  (A C application destroys its
+# KSP before PetscFinalize.)
+_KSPS = []
+
+
+@atexit.register
+def _detach_python():
+    for ksp in _KSPS:
+        if ksp.handle:
+            ksp.setType(PETSc.KSP.Type.PREONLY)
+    _KSPS.clear()
+
+
+class Context:
+    """The petsc4py Python KSP context shared by every method: options, set-up, view and
+    the solve; a subclass names its method and makes its solver (:meth:`solver`)."""
+
+    method = None
+    kind = None
+
+    def __init__(self):
+        self.latency = 0.0
+        self.restart = 30
+        self.live_monitor = False
+        self.binding = None
+        self.last_result = None
+
+    # -- PETSc's calls -------------------------------------------------------------
+    def setFromOptions(self, ksp):
+        options = PETSc.Options(ksp.getOptionsPrefix())
+        self.latency = options.getReal("ksp_pipekrylov_latency", self.latency)
+        self.restart = options.getInt("ksp_pipekrylov_restart", self.restart)
+        self.live_monitor = options.getBool("ksp_pipekrylov_live_monitor", self.live_monitor)
+        self.options(options)
+
+    def options(self, options):
+        """Read the method's own options."""
+
+    def setUp(self, ksp):
+        self.binding = Binding(ksp)
+        _KSPS.append(ksp)
+
+    def reset(self, ksp):
+        self.binding = None
+
+    def view(self, ksp, viewer):
+        viewer.printfASCII(f"  pipekrylov: {self.kind} {self.method}\n")
+        for line in self.describe():
+            viewer.printfASCII(f"  {line}\n")
+        if self.binding is not None:
+            viewer.printfASCII(f"  preconditioner applied: {self.binding.pc_name}\n")
+        if self.last_result is not None and hasattr(self.last_result, "loop"):
+            viewer.printfASCII(f"  last solve's loop: {self.last_result.loop}\n")
+        viewer.printfASCII(f"  injected reduction latency: {self.latency} s\n")
+
+    def describe(self):
+        """The method's lines for -ksp_view."""
+        return []
+
+    def solver(self):
+        """``(solver, extra keyword arguments)`` for this method."""
+        raise NotImplementedError
+
+    def solve(self, ksp, b, x):
+        from ..solvers.result import REASONS
+        if self.binding is None or not self.binding.matches(ksp):
+            self.binding = Binding(ksp)
+        binding = self.binding
+        rtol, atol, _, max_it = ksp.getTolerances()
+        solver, extra = self.solver()
+        x0 = x.getArray(readonly=True).copy() if ksp.getInitialGuessNonzero() else None
+        # A monitor is called each iteration only when asked to (a petsc4py monitor may
+        # inspect the KSP as it goes); otherwise its lines are given after the solve, from
+        # the residual history, which keeps the compiled loop free of calls into Python.
+        live = self.live_monitor or bool(ksp.getMonitor())
+
+        def monitor(its, rnorm):
+            ksp.setIterationNumber(its)
+            ksp.setResidualNorm(rnorm)
+            ksp.logConvergenceHistory(rnorm)
+            ksp.monitor(its, rnorm)
+
+        M = binding.preconditioner(ksp)
+        try:
+            res = solver(binding.operator, b.getArray(readonly=True), x0, rtol=rtol, atol=atol,
+                         maxiter=max_it, M=M, monitor=monitor if live else False,
+                         latency=self.latency, comm=binding.operator.comm, **extra)
+        except Exception:  # never a traceback inside a PETSc application: a reason instead
+            ksp.setConvergedReason(PETSc.KSP.ConvergedReason.DIVERGED_BREAKDOWN)
+            raise
+        if not live:
+            log, show = ksp.logConvergenceHistory, ksp.monitor
+            for its, rnorm in enumerate(res.residual_norms.tolist()):
+                log(rnorm)
+                show(its, rnorm)
+        x.getArray()[:] = res.x
+        self.last_result = res   # timings and trace, for pipekrylov.compare
+        ksp.setIterationNumber(res.iterations)
+        if res.residual_norms.size:
+            ksp.setResidualNorm(float(res.residual_norms[-1]))
+        reason = REASONS[res.reason] if res.reason in REASONS else -5
+        if res.reason == "diverged_its":
+            reason = PETSc.KSP.ConvergedReason.DIVERGED_MAX_IT
+        ksp.setConvergedReason(reason)
+
+
+class Classic(Context):
+    """A classic method (pipekrylov.cg, ...) as a KSP."""
+
+    kind = "classic"
+
+    def solver(self):
+        import pipekrylov
+        extra = {"restart": self.restart} if self.method == "gmres" else {}
+        return getattr(pipekrylov, self.method), extra
+
+    def describe(self):
+        return [f"restart: {self.restart}"] if self.method == "gmres" else []
+
+
+class Derived(Context):
+    """A derived pipelined method (pipekrylov.pipelined(method)) as a KSP: the compiled
+    loop where the operator is AIJ and the PC none, Jacobi or ILU(0)/ICC(0) blocks."""
+
+    kind = "derived pipelined"
+
+    def __init__(self):
+        super().__init__()
+        self.replace_automatic = False
+        self.replace_every = None
+        self.loop = "auto"
+
+    def options(self, options):
+        self.replace_automatic = options.getBool("ksp_pipekrylov_replacement", self.replace_automatic)
+        self.replace_every = options.getInt("ksp_pipekrylov_replace_every", 0) or None
+        self.loop = options.getString("ksp_pipekrylov_loop", self.loop)
+
+    def solver(self):
+        return _derived(self.method, self.replace_every, self.replace_automatic), {"loop": self.loop}
+
+    def describe(self):
+        every = f", every {self.replace_every}" if self.replace_every else ""
+        return [f"residual replacement: {'automatic' if self.replace_automatic else 'off'}{every}",
+                f"loop: {self.loop}"]
+
+
+class Deep(Context):
+    """A deep pipeline (p(l)-CG, p(l)-GMRES of pipekrylov.deep) as a KSP."""
+
+    kind = "deep pipelined"
+
+    def __init__(self):
+        super().__init__()
+        self.depth = 2 if self.method == "cg" else 1
+        self.interval = None
+        self.fallback_depth = 1
+        self.drift_tol = 1e-11
+
+    def options(self, options):
+        self.depth = options.getInt("ksp_pipekrylov_depth", self.depth)
+        lmin, lmax = options.getReal("ksp_pipekrylov_lmin", 0.0), options.getReal("ksp_pipekrylov_lmax", 0.0)
+        self.interval = (lmin, lmax) if lmax > lmin else None
+        self.fallback_depth = options.getInt("ksp_pipekrylov_fallback_depth", self.fallback_depth)
+        self.drift_tol = options.getReal("ksp_pipekrylov_drift_tol", self.drift_tol)
+
+    def solver(self):
+        from .. import pipelined
+        extra = {"interval": self.interval}
+        if self.method == "gmres":
+            extra["restart"] = self.restart
+        else:
+            extra["fallback_depth"] = self.fallback_depth or None
+            extra["drift_tol"] = self.drift_tol or None
+        return pipelined(self.method, depth=self.depth), extra
+
+    def describe(self):
+        shifts = f"Chebyshev on [{self.interval[0]}, {self.interval[1]}]" if self.interval else "estimated"
+        lines = [f"pipeline depth: {self.depth}, shifts: {shifts}"]
+        if self.method == "cg":
+            lines.append(f"hand-over to p-CG at drift {self.drift_tol or 'off'}, "
+                         f"depth after a breakdown: {self.fallback_depth or self.depth}")
+        else:
+            lines.append(f"restart: {self.restart}")
+        return lines
+
+
+@functools.lru_cache(maxsize=None)
+def _derived(method, replace_every, replace_automatic):
+    """The derived solver, made once per process (a solve must not pay for its making)."""
+    from .. import pipelined
+    return pipelined(method, replace_every=replace_every, replace_automatic=replace_automatic)
+
+
+class CG(Classic):
+    method = "cg"
+
+
+class CR(Classic):
+    method = "cr"
+
+
+class BiCGStab(Classic):
+    method = "bicgstab"
+
+
+class GMRES(Classic):
+    method = "gmres"
+
+
+class PipeCG(Derived):
+    method = "cg"
+
+
+class PipeCR(Derived):
+    method = "cr"
+
+
+class PipeBiCGStab(Derived):
+    method = "bicgstab"
+
+
+class PipeCGS(Derived):
+    method = "cgs"
+
+
+class PipeLCG(Deep):
+    method = "cg"
+
+
+class PipeLGMRES(Deep):
+    method = "gmres"
