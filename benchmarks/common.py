@@ -102,3 +102,16 @@ def print_table(comm, header, rows):
     from pipekrylov.compare import markdown_table
     if comm.Get_rank() == 0:
         print(markdown_table(header, rows))
+
+
+def cpu_name():
+    """The CPU's model name, for the header of a table (figures hold for one CPU)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+

@@ -31,6 +31,8 @@ import time
 
 import numpy as np
 
+from benchmarks.common import cpu_name
+
 SIZES = [256, 1024, 4096, 16384, 65536]
 TOTAL = 10 ** 6
 OURS = ["cg", "p-cg compiled", "p-cg python", "p(2)-cg"]
@@ -220,20 +222,9 @@ def report(rows, with_petsc):
         line += [us(r["allreduce_us"]) if r["ranks"] > 1 else "-",
                  "-" if r["hidden"] is None else f"{r['hidden']:.0%}"]
         table.append(line)
-    cpu = _cpu_name()
+    cpu = cpu_name()
     return (f"time per iteration, us (2D Poisson, Jacobi; difference of N1 and N2 iterations), "
             f"{cpu}, {os.cpu_count()} cores, {platform.node()}\n" + markdown_table(header, table))
-
-
-def _cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 if __name__ == "__main__":

@@ -46,8 +46,9 @@ def solve_record(args, comm):
         # b = A * ones, so the error is measurable and every method has the same target
         b = A.matvec(np.ones(A.partition.nlocal))
         solver = make_solver(args.method, args.depth)
-        loop = {} if args.loop == "auto" else {"loop": args.loop}
-        if loop and not hasattr(solver, "compiled_source"):
+        has_loops = hasattr(solver, "compiled_source")
+        loop = {"loop": args.loop} if has_loops else {}
+        if args.loop == "compiled" and not has_loops:
             raise ValueError(f"--loop {args.loop}: only the derived depth-1 methods (p-cg, p-cr, "
                              "p-bicgstab, p-cgs, p-cg-hs) have a compiled loop")
         solver(A, b, rtol=0.0, maxiter=2, M=args.pc, **loop)
@@ -58,7 +59,7 @@ def solve_record(args, comm):
     record = {"problem": label, "n": A.shape[0], "ranks": comm.size, "method": args.method,
               "preconditioner": args.pc, "latency": args.latency, "iterations": res.iterations,
               "reason": res.reason, "info": res.info, "true_residual": true_residual,
-              "loop": getattr(res, "loop", "python"),
+              "loop": res.loop,
               **{k: comm.allreduce(v, op=MPI.MAX) for k, v in res.timings.items()}}
     record["time_per_iteration"] = record["total"] / max(res.iterations, 1)
     return record
@@ -278,7 +279,8 @@ def main(argv=None):
     option("--latency", type=float, default=0.0, help="injected reduction latency, seconds")
     option("--monitor", action="store_true", help="PETSc-style residual monitor")
     option("--loop", default="auto", choices=["auto", "compiled", "python"],
-           help="a derived method's loop: compiled (where it applies, the default) or python")
+           help="a derived method's loop: auto (compiled where it applies), compiled, or python "
+                "(the only loop of the classic and deep methods)")
     option("--expect-ranks", type=int, help="fail unless run on this many ranks")
     solve = sub.add_parser("solve", parents=[solve_options],
                            help="solve one problem (run it under mpiexec)")

@@ -70,7 +70,7 @@ def _run(A, b, ksp_type, context, depth, max_it, pc, extra=None, repeat=3):
     if context is not None:
         result = ksp.getPythonContext().last_result
         blocked = comm.tompi4py().allreduce(result.timings["reductions_blocked"], op=MPI.MAX) / its
-        loop = getattr(result, "loop", "python")
+        loop = result.loop
     row = [its, int(ksp.getConvergedReason()), f"{r.norm() / b.norm():.1e}", f"{elapsed / its * 1e6:.1f}",
            "-" if blocked is None else f"{blocked * 1e6:.1f}", loop]
     ksp.destroy()

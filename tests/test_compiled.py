@@ -222,6 +222,23 @@ def test_loop_choice():
         solver(A, b, loop="fast")
 
 
+def test_a_loop_numba_cannot_type_falls_back_under_auto(monkeypatch):
+    """A loop Numba rejects: "auto" runs the Python loop (the same result), "compiled" says why."""
+    from pipekrylov.derive import compiled
+    A, _ = problem(COMM, "poisson2d")
+    b = rhs(A)
+    solver = pk.pipelined("cg")
+    expected = solver(A, b, M="jacobi", loop="python")
+
+    def kernel(self, args, key, speak):
+        raise compiled.LoopCompileError("the compiled loop does not compile (typing failed)")
+    monkeypatch.setattr(compiled.CompiledSolver, "kernel", kernel)
+    result = solver(A, b, M="jacobi")
+    assert result.loop == "python" and np.array_equal(result.residual_norms, expected.residual_norms)
+    with pytest.raises(compiled.LoopCompileError, match="does not compile"):
+        solver(A, b, M="jacobi", loop="compiled")
+
+
 def test_unsupported_says_why():
     A, _ = problem(MPI.COMM_SELF, "poisson2d")
 

@@ -73,8 +73,20 @@ def _generated(sched):
 
 @functools.lru_cache(maxsize=None)
 def _compiled(sched):
+    """(the compiled loop's driver, None), or (None, the exception of a method the loop
+    generator cannot take), once per schedule."""
     from .compiled import CompiledSolver
-    return CompiledSolver(_generated(sched))
+    try:
+        return CompiledSolver(_generated(sched)), None
+    except Exception as exc:  # noqa: BLE001 - a user's Method the generator cannot take
+        return None, exc
+
+
+def _compiled_source(sched):
+    compiled, error = _compiled(sched)
+    if error is not None:
+        raise error
+    return compiled.source
 
 
 LOOPS = ("auto", "compiled", "python")
@@ -93,7 +105,7 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, c
     derivation is verified first (:func:`verify`).
 
     ``loop``: ``"compiled"`` runs the whole iteration as one compiled function
-    (:mod:`.compiled`; A a DistributedCSR or a matrix, M None, "jacobi", "ilu0", "ic0"),
+    (:mod:`.compiled`; A a DistributedCSR or a matrix, M None, "jacobi", "ilu0", "ic0", "bjacobi"),
     ``"python"`` the generated Python loop; ``"auto"`` (default) the compiled loop
     where it applies.  Both give the same residual norms, bit for bit; ``result.loop``
     says which ran.
@@ -119,19 +131,24 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, c
                         monitor, latency, loop=loop, derivation=digest)
         chosen = generated
         if loop != "python":
-            from .compiled import unsupported
-            try:
-                compiled, why = _compiled(sched), unsupported(run)
-            except Exception as exc:  # noqa: BLE001 - a user's Method the generator cannot take
-                if loop == "compiled":
-                    raise
-                compiled, why = None, str(exc)   # the same on every rank: each derived the same
+            from .compiled import LoopCompileError, unsupported
+            compiled, error = _compiled(sched)   # the same on every rank: each derived the same
+            if error is not None and loop == "compiled":
+                raise error
+            why = unsupported(run) if error is None else str(error)
             if why is None:
                 chosen = compiled
             elif loop == "compiled":
                 raise ValueError(f"p-{method.name}: loop='compiled' cannot run this solve: {why}")
-        result = run.run(chosen)
-        result.replacements = getattr(run, "replacements", 0)
+        try:
+            result = run.run(chosen)
+        except Exception as exc:
+            # Numba could not type the loop: raised before any collective, on every rank alike
+            if loop != "auto" or chosen is generated or not isinstance(exc, LoopCompileError):
+                raise
+            chosen = generated
+            result = run.run(chosen)
+        result.replacements = run.replacements
         result.loop = "python" if chosen is generated else "compiled"
         return result
 
@@ -141,7 +158,7 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, c
     solver.schedule = sched
     solver.source = generated.source
     solver.method = method
-    solver.compiled_source = lambda: _compiled(sched).source
+    solver.compiled_source = lambda: _compiled_source(sched)
     return solver
 
 

@@ -126,6 +126,9 @@ class GeneratedSolver:
         self.source = self._describe()
         # scalar expressions compiled once: eval of a code object costs a fraction of a string's
         self.norm = compile(sched.reductions.norm, "<norm>", "eval")
+        # residual replacement: every k iterations, and/or the drift checked every CHECK_EVERY
+        self.replace_every = sched.replacement.get("every")
+        self.check_every = CHECK_EVERY if sched.replacement.get("automatic") else None
         self.steps = [[(st.name, compile(st.expression, st.name, "eval"),
                         (compile(ph.checks[st.name][0], "<check>", "eval"), *ph.checks[st.name])
                         if st.name in ph.checks else None) for st in ph.scalars]
@@ -154,8 +157,6 @@ class GeneratedSolver:
         self.startup(run, vec, scal, state)
         first = run.iterations
         local = self.first_dots(vec)
-        every = sched.replacement.get("every")
-        check = CHECK_EVERY if sched.replacement.get("automatic") else None
         run.replacements = replaced = 0
         restarted_at = None
         K = len(self.segments)
@@ -186,7 +187,7 @@ class GeneratedSolver:
                 except Breakdown as exc:
                     # after a replacement the scalar recurrences may break down; with
                     # replacement on, restart once from x (a second time in a row is real)
-                    if not check or (restarted_at is not None and iteration - restarted_at <= 2):
+                    if not self.may_restart(iteration, restarted_at):
                         self.raise_lost_accuracy(run, vec, exc)
                         raise
                     self.startup(run, vec, scal)
@@ -198,14 +199,20 @@ class GeneratedSolver:
                         scal[a] = scal[b]
                 local = self.segments[k](vec, scal)
             else:
-                self.end_of_iteration(run, vec, iteration, every, check)
+                self.end_of_iteration(run, vec, iteration)
             local = self.first_dots(vec) if run.replacements != replaced else local
             replaced = run.replacements
         return vec["x"], run.maxiter, "diverged_its"
 
-    def end_of_iteration(self, run, vec, iteration, every, check):
-        """Count the iteration; residual replacement every ``every`` iterations, or the
-        drift measured every ``check``; then the callback."""
+    def may_restart(self, iteration, restarted_at):
+        """After a breakdown of the scalar recurrences, restart from x?  With automatic
+        replacement on, once: a second breakdown within two iterations is real."""
+        return bool(self.check_every) and not (restarted_at is not None and iteration - restarted_at <= 2)
+
+    def end_of_iteration(self, run, vec, iteration):
+        """Count the iteration; residual replacement every ``replace_every`` iterations, or
+        the drift measured every ``check_every``; then the callback."""
+        every, check = self.replace_every, self.check_every
         run.iterations = iteration + 1
         if every and run.iterations % every == 0:
             self.replace(run, vec)

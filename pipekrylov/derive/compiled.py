@@ -25,16 +25,19 @@ from ..matrix.distributed import DistributedCSR
 from ..parallel import native
 from ..precond import BlockJacobi, Jacobi
 from ..solvers.result import Breakdown
-from .codegen import CHECK_EVERY
 from .loopgen import EVENTS, RESUME_AFTER_TEST, RESUME_TOP, FloatSlot, IntSlot, loop_source, startup_source
 
-__all__ = ["CompiledSolver", "unsupported", "POKE_ROWS", "BUFFERED"]
+__all__ = ["CompiledSolver", "LoopCompileError", "unsupported", "POKE_ROWS", "BUFFERED"]
 
-_MATRICES = weakref.WeakKeyDictionary()   # DistributedCSR -> the loop's tuple of its arrays
+_MATRICES = weakref.WeakKeyDictionary()   # DistributedCSR -> the loop's tuple of its arrays, their kinds
 _REDUCTIONS = {}                          # communicator handle -> the loop's reduction handles, scratch
 
 BUFFERED = 2048   # iterations of residual norms and trace kept in compiled code between two hand-backs
 POKE_ROWS = 4096  # rows of the SpMV and Jacobi between two MPI_Test pokes of an outstanding reduction
+
+
+class LoopCompileError(TypeError):
+    """Numba cannot type a method's compiled loop (``loop="auto"`` then runs the Python loop)."""
 
 
 def unsupported(run, state=None):
@@ -76,12 +79,14 @@ class CompiledSolver:
         self.width = 1 + max(len(ph.pairs) for ph in generated.schedule.phases)
         self.coefficients = (K, max(1, max(len(seg.scalars) for seg in generated.segments)))
 
-    def kernel(self, args, speak):
+    def kernel(self, args, key, speak):
         """The compiled loop and start-up for these arguments' types (loaded from the
-        cache, or compiled under the lock, once per process and types of A's and M's
-        arrays: every other argument is made here, always of the same types)."""
-        key = tuple(a.dtype for a in args[-3] + args[-2])
+        cache, or compiled under the lock, once per process and ``key``, what decides the types
+        of A's and M's arrays (:func:`_kinds`): every other argument is made here, always
+        of one type)."""
         entries = self._entries.get(key)
+        if isinstance(entries, Exception):
+            raise entries
         if entries is not None:
             return entries
         with self._lock:
@@ -89,9 +94,15 @@ class CompiledSolver:
                 self._begin = (compile_source(self.source, "begin", None, fastmath=False, error_model="numpy")
                                if self.compiled_startup else None)
                 self._kernel = compile_source(self.source, "loop", None, fastmath=False, error_model="numpy")
-            with compiling_notice(speak):
-                loop = compile_for(self._kernel, args)
-                begin = compile_for(self._begin, self._begin_args(args)) if self.compiled_startup else None
+            try:
+                with compiling_notice(speak):
+                    loop = compile_for(self._kernel, args)
+                    begin = compile_for(self._begin, self._begin_args(args)) if self.compiled_startup else None
+            except numba.core.errors.TypingError as exc:   # remembered: a solve does not retry it
+                self._entries[key] = LoopCompileError(
+                    f"the compiled loop does not compile ({str(exc).splitlines()[0]}); loop='python' runs "
+                    "this method")
+                raise self._entries[key] from exc
             self._entries[key] = loop, begin
         return loop, begin
 
@@ -132,18 +143,12 @@ class CompiledSolver:
         S = np.zeros(max(1, len(self.scalars)))
         D, send = np.zeros(self.width), np.zeros(self.width)
         C = np.zeros(self.coefficients)
-        ints, floats = self._state(run, sched)
+        ints, floats = self._state(run)
         hist, trace = np.empty(BUFFERED), np.empty((BUFFERED * len(self.labels), 6))   # read up to their counts
-        args = (V, S, D, C, ints, floats, hist, trace, send, self._matrix(run.A), self._preconditioner(run.M),
-                self._reduction(run.comm))
-        try:
-            kernel, begin = self.kernel(args, run.comm.Get_rank() == 0)
-        except numba.core.errors.TypingError as exc:   # every rank alike: no collective yet
-            raise TypeError(f"{run.method}: the compiled loop does not compile ({str(exc).splitlines()[0]}); "
-                            "loop='python' runs this method") from exc
+        (A, A_type), (P, P_type) = _matrix(run.A), _preconditioner(run.M)
+        args = (V, S, D, C, ints, floats, hist, trace, send, A, P, _reduction(run.comm))
+        kernel, begin = self.kernel(args, (A_type, P_type), run.comm.Get_rank() == 0)   # no collective yet
         self._startup(run, vec, scal, V, args, begin)
-        every = sched.replacement.get("every")
-        check = CHECK_EVERY if sched.replacement.get("automatic") else None
         natural = g.method.norm == "natural"
         run.replacements = 0
         restarted_at, resume = None, RESUME_TOP
@@ -183,13 +188,13 @@ class CompiledSolver:
                     name, condition, why = self.checks[int(ints[IntSlot.CHECK])]
                     exc = Breakdown(why, f"p-{g.method.name}: {condition} fails "
                                          f"({name} = {floats[FloatSlot.VALUE]:.3e})")
-                    if not check or (restarted_at is not None and iteration - restarted_at <= 2):
+                    if not g.may_restart(iteration, restarted_at):
                         g.raise_lost_accuracy(run, vec, exc)
                         raise exc
                     self._restart(run, vec, scal, V, args, begin)
                     restarted_at = iteration
                 elif event == "iterated":
-                    g.end_of_iteration(run, vec, iteration, every, check)
+                    g.end_of_iteration(run, vec, iteration)
                 if iteration + 1 > run.maxiter:
                     return self._stop(run, vec, run.maxiter, "diverged_its")
                 if event == "iterated" and run.replacements != before:
@@ -219,7 +224,7 @@ class CompiledSolver:
                 row[:] = value
                 vec[name] = row
 
-    def _state(self, run, sched):
+    def _state(self, run):
         I, F = IntSlot, FloatSlot
         ints = np.zeros(I.SIZE, dtype=np.int64)
         ints[I.ITERATION] = run.iterations
@@ -227,8 +232,8 @@ class CompiledSolver:
         ints[I.MAXITER] = run.maxiter
         ints[I.STOP_AT_TEST] = callable(run.monitor) or bool(run.monitor)
         ints[I.STOP_EVERY] = run.callback is not None
-        ints[I.REPLACE_EVERY] = sched.replacement.get("every") or 0
-        ints[I.CHECK_EVERY] = CHECK_EVERY if sched.replacement.get("automatic") else 0
+        ints[I.REPLACE_EVERY] = self.python.replace_every or 0
+        ints[I.CHECK_EVERY] = self.python.check_every or 0
         ints[I.POKE_ROWS] = POKE_ROWS
         ints[I.PC_KIND] = 0 if run.M is None else 1 if isinstance(run.M, Jacobi) else 2
         ints[I.RUNS] = run.A.local.runs is not None
@@ -257,43 +262,54 @@ class CompiledSolver:
         floats[F.SPMV_TIME] = floats[F.PC_TIME] = 0.0
         ints[I.SPMVS] = ints[I.PCS] = 0
 
-    @staticmethod
-    def _matrix(A):
-        if A not in _MATRICES:
-            _MATRICES[A] = CompiledSolver._matrix_arrays(A)
-        return _MATRICES[A]
 
-    @staticmethod
-    def _matrix_arrays(A):
-        local, ghost, halo = A.local, A.ghost, A.halo
-        runs = local.runs
-        if runs is None:
-            empty = np.zeros(1, dtype=np.int64)
-            runs_arrays = (empty, empty, np.zeros(1, np.uint8), empty, empty, np.zeros((1, 1)))
-        else:
-            runs_arrays = (runs.start, runs.length, runs.diagonal, runs.offsets, runs.offset_ptr, runs.values)
-        requests = native.handles(halo.requests)
-        return (local.indptr, local.indices, local.data, *runs_arrays, A.ghost_rows, ghost.indptr,
-                ghost.indices, ghost.data, halo.send_index, halo.send_values, halo.ghost_values, requests,
-                native.status_buffer(len(requests)))
+def _kinds(arrays):
+    """What decides the Numba types of ``arrays`` (dtype, dimensions, contiguity, flags):
+    the key under which a compiled loop is called for them without Numba's typing."""
+    return tuple((a.dtype.char, a.ndim, a.flags.c_contiguous, a.flags.writeable, a.flags.aligned) for a in arrays)
 
-    @staticmethod
-    def _preconditioner(M):
-        """(Jacobi's inverse diagonal, the ILU/IC factors' indptr, indices, data, diagonal
-        positions); placeholders of the same types for what M does not use."""
-        dinv, indptr, indices, data, diag = (np.zeros(1), np.zeros(1, np.int64), np.zeros(1, np.uint32),
-                                             np.zeros(1), np.zeros(1, np.int64))
-        if isinstance(M, Jacobi):
-            dinv = M.inverse_diagonal
-        elif isinstance(M, BlockJacobi):
-            indptr, indices, data, diag = M.block.indptr, M.block.indices, M.block.data, M.diag
-        return dinv, indptr, indices, data, diag
 
-    @staticmethod
-    def _reduction(comm):
-        key = MPI._handleof(comm)
-        if key not in _REDUCTIONS:
-            _REDUCTIONS[key] = (native.handles([MPI.DOUBLE, MPI.SUM, comm]), native.handles([MPI.REQUEST_NULL]),
-                                np.zeros(1, dtype=np.int32), native.status_buffer())
-        return _REDUCTIONS[key]
+def _matrix(A):
+    """The loop's tuple of A's arrays and their kinds, made once per matrix."""
+    if A not in _MATRICES:
+        arrays = _matrix_arrays(A)
+        _MATRICES[A] = arrays, _kinds(arrays)
+    return _MATRICES[A]
 
+
+def _matrix_arrays(A):
+    local, ghost, halo = A.local, A.ghost, A.halo
+    runs = local.runs
+    if runs is None:
+        empty = np.zeros(1, dtype=np.int64)
+        runs_arrays = (empty, empty, np.zeros(1, np.uint8), empty, empty, np.zeros((1, 1)))
+    else:
+        runs_arrays = (runs.start, runs.length, runs.diagonal, runs.offsets, runs.offset_ptr, runs.values)
+    requests = native.handles(halo.requests)
+    return (local.indptr, local.indices, local.data, *runs_arrays, A.ghost_rows, ghost.indptr,
+            ghost.indices, ghost.data, halo.send_index, halo.send_values, halo.ghost_values, requests,
+            native.status_buffer(len(requests)))
+
+
+# what M does not use is passed as placeholders of the same types (read by nothing)
+_UNUSED = (np.zeros(1), np.zeros(1, np.int64), np.zeros(1, np.uint32), np.zeros(1), np.zeros(1, np.int64))
+
+
+def _preconditioner(M):
+    """(Jacobi's inverse diagonal, the ILU/IC factors' indptr, indices, data, diagonal
+    positions) and their kinds."""
+    dinv, indptr, indices, data, diag = _UNUSED
+    if isinstance(M, Jacobi):
+        dinv = M.inverse_diagonal
+    elif isinstance(M, BlockJacobi):
+        indptr, indices, data, diag = M.block.indptr, M.block.indices, M.block.data, M.diag
+    arrays = dinv, indptr, indices, data, diag
+    return arrays, _kinds(arrays)
+
+
+def _reduction(comm):
+    key = MPI._handleof(comm)
+    if key not in _REDUCTIONS:
+        _REDUCTIONS[key] = (native.handles([MPI.DOUBLE, MPI.SUM, comm]), native.handles([MPI.REQUEST_NULL]),
+                            np.zeros(1, dtype=np.int32), native.status_buffer())
+    return _REDUCTIONS[key]

@@ -19,7 +19,7 @@ from ..atomic import atomic_write
 
 __all__ = ["cache_dir", "cache_lock", "compiling_notice", "jit", "compile_source", "compile_for"]
 
-FASTMATH = {"reassoc", "contract", "nsz", "arcp"}
+FASTMATH = {"reassoc", "contract", "nsz", "arcp"}   # vectorized reductions; NaN still propagates
 
 
 def _register_noalias():
@@ -43,7 +43,7 @@ def _register_noalias():
 
 
 NOALIAS = _register_noalias()
-_COMPILED = {}  # vectorized reductions; NaN still propagates
+_COMPILED = {}  # kernels compiled from source in this process, by source digest, name and options
 
 
 def cache_dir():
@@ -54,20 +54,28 @@ def cache_dir():
     return path
 
 
+_NOTICE = threading.local()   # whether this thread is inside a compiling_notice block
+
+
 @contextmanager
 def compiling_notice(speak=True, after=1.0):
     """Say once that kernels are being compiled, if the block takes longer than ``after``
     seconds (a first run on a machine compiles them into the caches; later runs load
-    them).  ``speak``: whether this process says it (rank 0 of a parallel run)."""
+    them).  ``speak``: whether this process says it (rank 0 of a parallel run).  A block
+    inside another says nothing of its own."""
     notice = threading.Timer(after, lambda: print(
         f"compiling the kernels (the first run only: cached in {cache_dir()} and next to the "
         "packages' sources) ...", file=sys.stderr, flush=True))
-    if speak:
+    outer = not getattr(_NOTICE, "active", False)
+    if speak and outer:
         notice.start()
+    _NOTICE.active = True
     try:
         yield
     finally:
         notice.cancel()
+        if outer:
+            _NOTICE.active = False
 
 
 @contextmanager

@@ -162,7 +162,8 @@ class DistributedCSR:
 
     @functools.cached_property
     def _diagonal(self):
-        # the values never change: a solve that builds Jacobi from it costs no scan
+        # kept from the first use: a solve that builds Jacobi costs no scan (the values are
+        # fixed at construction; a matrix with new values is a new DistributedCSR)
         return self.local.to_scipy().diagonal()
 
     def norm_inf(self):

@@ -114,7 +114,7 @@ _OURS = {"jacobi": ("jacobi",), "bjacobi": ("ilu0", "ic0"), "ilu": ("ilu0",), "i
 PCAPPLY = "PCApply"   # the binding's M when PETSc's PC is applied (wrapped per solve)
 
 
-def _preconditioner(pc, P, operator, prefix):
+def _preconditioner(pc, A, P, operator, prefix):
     """The KSP's PC as the runtime's own preconditioner where PETSc's does what ours
     does: None for "none", ours for Jacobi and one-block-per-rank ILU(0)/ICC(0) (checked
     by applying both to one vector), else PETSc's PCApply.  Returns (M, name).  Collective."""
@@ -122,7 +122,8 @@ def _preconditioner(pc, P, operator, prefix):
     kind = pc.getType()
     if kind == "none":
         return None, "none"
-    names = _OURS.get(kind, ()) if isinstance(operator, DistributedCSR) else ()
+    ours_apply = isinstance(operator, DistributedCSR) and P.handle == A.handle   # ours are built from A
+    names = _OURS.get(kind, ()) if ours_apply else ()
     if kind == "bjacobi" and PETSc.Options(prefix).getString("sub_pc_type", "") == "icc":
         names = names[::-1]
     for name in names:
@@ -168,16 +169,19 @@ class Binding:
         pc.setUp()   # PETSc's factors exist before ours are checked against them
         self.state = _state(ksp)
         self.operator = _operator(A)
-        self.M, self.pc_name = _preconditioner(pc, P, self.operator, ksp.getOptionsPrefix())
+        self.M, self.pc_name = _preconditioner(pc, A, P, self.operator, ksp.getOptionsPrefix())
 
     def matches(self, ksp):
-        """Is the KSP's operator, PC type and their values what this binding was built from?"""
-        return self.state == _state(ksp)
+        """Are the KSP's matrices (and their values) and PC type what this binding was built
+        from?  Collective: the ranks agree, since building a binding is collective."""
+        from mpi4py import MPI
+        same = np.array([self.state == _state(ksp)], dtype=np.int32)
+        comm = self.operator.comm
+        if comm.Get_size() > 1:
+            comm.Allreduce(MPI.IN_PLACE, same, op=MPI.MIN)
+        return bool(same[0])
 
     def preconditioner(self, ksp):
         """M for one solve.  PETSc's PC is wrapped per solve and dropped after it: the
         binding keeps no PETSc object alive (their destruction stays PETSc's business)."""
-        M = PETScPC(ksp.getPC(), ksp.getOperators()[1]) if self.M is PCAPPLY else self.M
-        if M is not None:
-            M.time, M.count = 0.0, 0   # this solve's timings (ours are kept between solves)
-        return M
+        return PETScPC(ksp.getPC(), ksp.getOperators()[1]) if self.M is PCAPPLY else self.M

@@ -47,6 +47,7 @@ class Context:
         self.restart = options.getInt("ksp_pipekrylov_restart", self.restart)
         self.live_monitor = options.getBool("ksp_pipekrylov_live_monitor", self.live_monitor)
         self.options(options)
+        self.binding = None   # options may change the PC (its sub-PCs, its Jacobi type): map it again
 
     def options(self, options):
         """Read the method's own options."""
@@ -64,7 +65,7 @@ class Context:
             viewer.printfASCII(f"  {line}\n")
         if self.binding is not None:
             viewer.printfASCII(f"  preconditioner applied: {self.binding.pc_name}\n")
-        if self.last_result is not None and hasattr(self.last_result, "loop"):
+        if self.last_result is not None:
             viewer.printfASCII(f"  last solve's loop: {self.last_result.loop}\n")
         viewer.printfASCII(f"  injected reduction latency: {self.latency} s\n")
 
@@ -103,12 +104,12 @@ class Context:
         except Exception:  # never a traceback inside a PETSc application: a reason instead
             ksp.setConvergedReason(PETSc.KSP.ConvergedReason.DIVERGED_BREAKDOWN)
             raise
+        x.getArray()[:] = res.x   # before the monitors: one may look at the solution
         if not live:
             log, show = ksp.logConvergenceHistory, ksp.monitor
             for its, rnorm in enumerate(res.residual_norms.tolist()):
                 log(rnorm)
                 show(its, rnorm)
-        x.getArray()[:] = res.x
         self.last_result = res   # timings and trace, for pipekrylov.compare
         ksp.setIterationNumber(res.iterations)
         if res.residual_norms.size:

@@ -65,7 +65,9 @@ class SolverRun:
         self.rtol, self.atol_given = float(rtol), float(atol)
         self.atol = max(self.atol_given, self.rtol * self.bnorm)
         self.history = []
+        self.replacements = 0   # a pipelined method's residual replacements and restarts from x
         self.spmv_before = (A.spmv_time, A.spmv_count)
+        self.pc_before = self.M.time if self.M is not None else 0.0   # a preconditioner given may be reused
 
     # -------------------------------------------------------------- loop helpers
     def precondition(self, r, z):
@@ -161,7 +163,7 @@ class SolverRun:
             "total": time.perf_counter() - self.t_start,
             "spmv": A.spmv_time - self.spmv_before[0],
             "spmv_count": A.spmv_count - self.spmv_before[1],
-            "pc": self.M.time if self.M is not None else 0.0,
+            "pc": self.M.time - self.pc_before if self.M is not None else 0.0,
             "reductions_blocked": red.blocked_time,
             "reductions": red.count,
         }
@@ -219,6 +221,9 @@ def _check_same_on_every_rank(comm, method, A, b, **arguments):
         what = "; ".join(f"{k}: " + ", ".join(f"{value} on rank(s) {ranks}" for value, ranks in
                                               _group(f.get(k, "-") for f in everyone).items())
                          for k in differ)
+        if differ == ["derivation"]:   # the same call, derived differently on some rank
+            raise ValueError(f"{method}: the ranks derived different pipelined methods ({what}): a "
+                             "nondeterministic pass, or different versions of pipekrylov on the ranks")
         raise ValueError(f"{method}: the ranks were called with different arguments ({what}); "
                          f"every rank must make the same call")
 

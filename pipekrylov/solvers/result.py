@@ -55,6 +55,9 @@ class SolveResult(tuple):
         Its ``events`` are the trace of starts, local work and waits.
     """
 
+    loop = "python"     # "compiled" where the derived method's compiled loop ran
+    replacements = 0    # residual replacements (and restarts from x) of a pipelined method
+
     def __new__(cls, x, info, **details):
         self = super().__new__(cls, (x, info))
         self.x, self.info = x, info
