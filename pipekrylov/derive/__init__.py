@@ -89,9 +89,6 @@ def _compiled_source(sched):
     return compiled.source
 
 
-LOOPS = ("auto", "compiled", "python")
-
-
 def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, check=True):
     """The derived pipelined solver for ``method``, with the classic solvers' signature.
 
@@ -123,33 +120,17 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, c
     def solver(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
                comm=None, monitor=False, latency=0.0, loop="auto"):
         from ..solvers.common import SolverRun
-        if loop not in LOOPS:
-            raise ValueError(f"loop must be one of {', '.join(map(repr, LOOPS))}, got {loop!r}")
+        from ..solvers.compiled import check_loop, run_on_loop
+        check_loop(loop)
         # each rank derives on its own: the digest of the generated source is compared
         # with the arguments, so that the ranks run the same algorithm
         run = SolverRun(f"p-{method.name}", A, b, x0, rtol, atol, maxiter, M, callback, comm,
                         monitor, latency, loop=loop, derivation=digest)
-        chosen = generated
-        if loop != "python":
-            from .compiled import LoopCompileError, unsupported
-            compiled, error = _compiled(sched)   # the same on every rank: each derived the same
-            if error is not None and loop == "compiled":
-                raise error
-            why = unsupported(run) if error is None else str(error)
-            if why is None:
-                chosen = compiled
-            elif loop == "compiled":
-                raise ValueError(f"p-{method.name}: loop='compiled' cannot run this solve: {why}")
-        try:
-            result = run.run(chosen)
-        except Exception as exc:
-            # Numba could not type the loop: raised before any collective, on every rank alike
-            if loop != "auto" or chosen is generated or not isinstance(exc, LoopCompileError):
-                raise
-            chosen = generated
-            result = run.run(chosen)
+        compiled, error = _compiled(sched) if loop != "python" else (None, None)   # alike on every rank
+        if error is not None and loop == "compiled":
+            raise error
+        result = run_on_loop(run, generated, compiled, loop, why=error and str(error))
         result.replacements = run.replacements
-        result.loop = "python" if chosen is generated else "compiled"
         return result
 
     solver.__name__ = f"p_{method.name}"

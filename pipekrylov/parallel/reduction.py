@@ -164,8 +164,8 @@ class FusedReduction:
     def record_compiled(self, rows, labels, clock_offset):
         """Account for reductions the compiled loop ran: ``rows`` of (start, overlap
         begin, overlap end, wait begin, wait end, label index) in MPI_Wtime seconds,
-        ``clock_offset`` = perf_counter - MPI_Wtime.  Each becomes the three events
-        the Python loop records, in the same order."""
+        ``clock_offset`` = perf_counter - MPI_Wtime.  Each becomes the events the
+        Python loop records, in the same order."""
         first = self.count + 1
         self.count += len(rows)
         self.blocked_time += float((rows[:, 4] - rows[:, 3]).sum())
@@ -185,9 +185,10 @@ class FusedReduction:
                 rows, labels, shift, ident = item
                 for j, (t_start, w0, w1, t0, t1, k) in enumerate(rows.tolist()):
                     label = labels[int(k)]
-                    events += [Event("start", label, t_start + shift, t_start + shift, ident + j),
-                               Event("work", "overlap", w0 + shift, w1 + shift, None),
-                               Event("wait", label, t0 + shift, t1 + shift, ident + j)]
+                    events.append(Event("start", label, t_start + shift, t_start + shift, ident + j))
+                    if w1 > w0:   # a blocking reduction (a classic method's) overlaps nothing
+                        events.append(Event("work", "overlap", w0 + shift, w1 + shift, None))
+                    events.append(Event("wait", label, t0 + shift, t1 + shift, ident + j))
             self._events, self._unread = events, False
         return self._events
 

@@ -37,6 +37,7 @@ class Context:
         self.latency = 0.0
         self.restart = 30
         self.live_monitor = False
+        self.loop = "auto"   # of the methods with a compiled loop: CG and the derived ones
         self.binding = None
         self.last_result = None
 
@@ -46,6 +47,7 @@ class Context:
         self.latency = options.getReal("ksp_pipekrylov_latency", self.latency)
         self.restart = options.getInt("ksp_pipekrylov_restart", self.restart)
         self.live_monitor = options.getBool("ksp_pipekrylov_live_monitor", self.live_monitor)
+        self.loop = options.getString("ksp_pipekrylov_loop", self.loop)
         self.options(options)
         self.binding = None   # options may change the PC (its sub-PCs, its Jacobi type): map it again
 
@@ -128,6 +130,8 @@ class Classic(Context):
     def solver(self):
         import pipekrylov
         extra = {"restart": self.restart} if self.method == "gmres" else {}
+        if self.method == "cg":
+            extra["loop"] = self.loop
         return getattr(pipekrylov, self.method), extra
 
     def describe(self):
@@ -144,12 +148,10 @@ class Derived(Context):
         super().__init__()
         self.replace_automatic = False
         self.replace_every = None
-        self.loop = "auto"
 
     def options(self, options):
         self.replace_automatic = options.getBool("ksp_pipekrylov_replacement", self.replace_automatic)
         self.replace_every = options.getInt("ksp_pipekrylov_replace_every", 0) or None
-        self.loop = options.getString("ksp_pipekrylov_loop", self.loop)
 
     def solver(self):
         return _derived(self.method, self.replace_every, self.replace_automatic), {"loop": self.loop}
