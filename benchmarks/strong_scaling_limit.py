@@ -21,7 +21,6 @@ blocked in its wait) / (time of a blocking Allreduce), from the trace.
 Compilation is excluded: every solver runs once before timing.
 """
 import argparse
-import gc
 import json
 import os
 import shutil
@@ -32,6 +31,7 @@ import time
 import numpy as np
 
 from benchmarks.common import cpu_name
+from pipekrylov.timing import grid, per_iteration, petsc_solver
 
 SIZES = [256, 1024, 4096, 16384, 65536]
 TOTAL = 10 ** 6
@@ -42,15 +42,6 @@ TCP = ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo"]
 
 
 # ------------------------------------------------------------------ one mpiexec run
-def grid(total):
-    """nx, ny with nx * ny == total, as square as powers of two allow."""
-    nx = int(round(np.sqrt(total)))
-    if nx * nx == total:
-        return nx, nx
-    nx = 1 << int(np.ceil(np.log2(np.sqrt(total))))
-    return nx, total // nx
-
-
 def our_solvers():
     import pipekrylov as pk
     pcg = pk.pipelined("cg")
@@ -60,31 +51,6 @@ def our_solvers():
         "p-cg python": lambda A, b, n, **kw: pcg(A, b, rtol=0.0, maxiter=n, M="jacobi", loop="python", **kw),
         "p(2)-cg": lambda A, b, n, **kw: pk.plcg(A, b, depth=2, rtol=0.0, maxiter=n, M="jacobi", **kw),
     }
-
-
-def petsc_solver(comm, A, b, ksp_type):
-    """A function running ``n`` iterations of a PETSc KSP (Jacobi, rtol 0) -> iterations."""
-    from pipekrylov.petsc import aij, make_ksp
-    M = aij(A)
-    ksp = make_ksp(M, ksp_type, "jacobi", options=[("ksp_pipelcg_pipel", 2)] if ksp_type == "pipelcg" else [])
-    bv, xv = M.createVecs()
-    bv.array[:] = b
-
-    def solve(n):
-        ksp.setTolerances(rtol=0.0, atol=0.0, divtol=1e300, max_it=n)
-        xv.set(0.0)
-        ksp.solve(bv, xv)
-        return ksp.getIterationNumber()
-    return solve
-
-
-def timed(comm, func, n):
-    """(slowest rank's seconds, iterations done) of ``func(n)``."""
-    from mpi4py import MPI
-    comm.Barrier()
-    t0 = time.perf_counter()
-    its = func(n)
-    return comm.allreduce(time.perf_counter() - t0, op=MPI.MAX), its
 
 
 def allreduce_time(comm, repeat=200):
@@ -117,32 +83,12 @@ def worker(sizes, repeat, with_petsc):
         funcs = {name: (lambda f: lambda n: f(A, b, n).iterations)(f) for name, f in ours.items()}
         if with_petsc:
             for name in PETSC:
-                funcs[name] = petsc_solver(comm, A, b, name.split()[1])
-        best = {name: [np.inf, np.inf] for name in funcs}
-        short = set()
-        for name, f in funcs.items():
-            t0 = time.perf_counter()
-            f(n1)   # warm: compilation excluded
-            f(n2)
-            # small sizes are noisy and cheap: more rounds, within about a second per solver;
-            # each solver's rounds run together (after another solver, the caches and the
-            # allocator are in another state, which at 256 unknowns is more than the signal)
-            rounds = comm.bcast(max(repeat, min(200, int(1.0 / max(time.perf_counter() - t0, 1e-4)))))
-            gc.collect()
-            gc.disable()   # a collection inside a timed solve is noise, not the solver's cost
-            for _ in range(rounds):
-                for j, n in enumerate((n1, n2)):
-                    t, its = timed(comm, f, n)
-                    if its not in (n, n + 1):   # PETSc's pipecg counts one more
-                        short.add(name)
-                    best[name][j] = min(best[name][j], t)
-        gc.enable()
+                funcs[name] = petsc_solver(A, b, name.split()[1])
         row = {"ranks": comm.size, "local": A.partition.n // comm.size, "total": A.partition.n,
                "n1": n1, "n2": n2, "allreduce_us": t_reduce * 1e6}
-        for name, (t1, t2) in best.items():
-            per = (t2 - t1) / (n2 - n1)
-            row[name] = None if name in short else per * 1e6
-            row[name + " fixed"] = (t1 - n1 * per) * 1e6
+        for name, measured in per_iteration(comm, funcs, n1, n2, repeat).items():
+            row[name] = None if measured is None else measured[0] * 1e6
+            row[name + " fixed"] = None if measured is None else measured[1] * 1e6
         res = ours["p-cg compiled"](A, b, n2)
         waits = [e.end - e.start for e in res.reductions.events if e.kind == "wait" and e.label.startswith("reduction")]
         blocked = comm.allreduce(float(np.mean(waits)), op=MPI.MAX)

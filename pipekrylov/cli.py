@@ -6,14 +6,12 @@
     model   the performance model: time per iteration and best depth up to 10^5 ranks
     derive  print the pipelined variant the framework derives from a base method
     compare one problem through PETSc's KSPs and ours (petsc4py): iterations, times
-    demo    the main job: classic solvers at 1 and 2 ranks, with and without an
-            injected reduction latency; prints a table (this is ``make demo``)
+    demo    the main job: where pipelining wins, against the unknowns per rank and an
+            injected reduction latency; a table and a picture (this is ``make demo``)
 """
 import json
 import math
 import os
-import shutil
-import subprocess
 import sys
 import time
 
@@ -161,48 +159,9 @@ def scaling_command(args):
 
 
 def demo_command(args):
-    """Run solves under mpiexec at 1 and 2 ranks and print one table."""
-    mpiexec = shutil.which("mpiexec")
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1", NUMBA_NUM_THREADS="1")
-    rows = []
-    t0 = time.perf_counter()
-    for ranks in (1, 2):
-        for latency in (0.0, args.latency):
-            for method in ("cg", "p-cg", "cr", "p-cr", "bicgstab", "p-bicgstab"):
-                command = [mpiexec, "-n", str(ranks), sys.executable, "-m", "pipekrylov", "solve",
-                           "--problem", args.problem, "--method", method, "--pc", "jacobi",
-                           "--rtol", "1e-8", "--latency", str(latency), "--json"]
-                out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-                if out.returncode not in (0, 1) or not out.stdout.strip():
-                    print(out.stdout, out.stderr, file=sys.stderr)
-                    raise SystemExit(f"demo: {' '.join(command)} failed")
-                rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-                r = rows[-1]
-                print(f"  done: {method:9s} ranks={ranks} latency={latency * 1e3:.1f} ms "
-                      f"({time.perf_counter() - t0:.0f} s)", flush=True)
-    print()
-    print(f"Problem {rows[0]['problem']} (n = {rows[0]['n']}), Jacobi preconditioner, rtol 1e-8")
-    header = ["method", "ranks", "latency ms", "its", "reason", "true rel. res.", "ms/it",
-              "spmv ms/it", "blocked ms/it"]
-    print("| " + " | ".join(header) + " |")
-    print("|" + "|".join("---" for _ in header) + "|")
-    for r in rows:
-        its = max(r["iterations"], 1)
-        print(f"| {r['method']} | {r['ranks']} | {r['latency'] * 1e3:.1f} | {r['iterations']} | "
-              f"{r['reason']} | {r['true_residual']:.1e} | {r['time_per_iteration'] * 1e3:.3f} | "
-              f"{r['spmv'] / its * 1e3:.3f} | {r['reductions_blocked'] / its * 1e3:.3f} |")
-    from .scaling import collect, write_outputs
-    os.makedirs(args.output, exist_ok=True)
-    with open(os.path.join(args.output, "records.jsonl"), "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in rows)
-    for path in write_outputs(collect(rows), args.output, "make demo: classic and pipelined, "
-                              "with and without injected reduction latency"):
-        print("wrote", path)
-    failed = [r for r in rows if r["info"] != 0]
-    if failed:
-        raise SystemExit(f"demo: {len(failed)} solves did not converge")
-    return 0
+    """Where pipelining wins: one MPI job, one table, one picture (pipekrylov.demo)."""
+    from .demo import main
+    return main(args.output, args.quick)
 
 
 def model_command(args):
@@ -330,10 +289,9 @@ def main(argv=None):
     compare.set_defaults(run=compare_module.command)
     warm = sub.add_parser("warm", help="compile the kernels of the common solves (make env does)")
     warm.set_defaults(run=warm_command)
-    demo = sub.add_parser("demo", help="the main job: compare methods at 1 and 2 ranks")
-    demo.add_argument("--problem", default="poisson2d:200")
-    demo.add_argument("--latency", type=float, default=5e-4, help="injected latency, seconds")
-    demo.add_argument("--output", default="results/demo", help="folder for records, CSV, JSON, PNG")
+    demo = sub.add_parser("demo", help="the main job: where pipelining wins (a table and a picture)")
+    demo.add_argument("--output", default="results/demo", help="folder for the PNG, JSON and CSV")
+    demo.add_argument("--quick", action="store_true", help="two points per panel, one round: a check, not a measurement")
     demo.set_defaults(run=demo_command)
     for subparser in sub.choices.values():
         add_debug_option(subparser)

@@ -1,0 +1,77 @@
+"""Time per iteration, measured apart from a solve's set-up: the difference of two solves
+of ``n1`` and ``n2`` iterations (rtol 0, so each runs exactly that many), divided by
+``n2 - n1``.  Used by ``make demo`` and ``benchmarks/strong_scaling_limit.py``.
+
+Compilation is excluded (every solver runs once before timing); each solver's rounds run
+together (after another solver the caches and the allocator are in another state, which
+at a few hundred unknowns is more than the signal); small, cheap cases get more rounds;
+the garbage collector is off while timing.
+"""
+import gc
+import time
+
+import numpy as np
+
+__all__ = ["grid", "petsc_solver", "per_iteration"]
+
+
+def grid(total):
+    """nx, ny with nx * ny == total, as square as powers of two allow."""
+    nx = int(round(np.sqrt(total)))
+    if nx * nx == total:
+        return nx, nx
+    nx = 1 << int(np.ceil(np.log2(np.sqrt(total))))
+    return nx, total // nx
+
+
+def petsc_solver(A, b, ksp_type, pc="jacobi"):
+    """``solve(n) -> iterations``: ``n`` iterations of PETSc's ``ksp_type`` on A (a
+    DistributedCSR) from x = 0, rtol 0."""
+    from .petsc import aij, make_ksp
+    M = aij(A)
+    ksp = make_ksp(M, ksp_type, pc, options=[("ksp_pipelcg_pipel", 2)] if ksp_type == "pipelcg" else [])
+    bv, xv = M.createVecs()
+    bv.array[:] = b
+
+    def solve(n):
+        ksp.setTolerances(rtol=0.0, atol=0.0, divtol=1e300, max_it=n)
+        xv.set(0.0)
+        ksp.solve(bv, xv)
+        return ksp.getIterationNumber()
+    return solve
+
+
+def _timed(comm, func, n):
+    """(slowest rank's seconds, iterations done) of ``func(n)``."""
+    from mpi4py import MPI
+    comm.Barrier()
+    t0 = time.perf_counter()
+    its = func(n)
+    return comm.allreduce(time.perf_counter() - t0, op=MPI.MAX), its
+
+
+def per_iteration(comm, funcs, n1, n2, repeat=3, budget=1.0):
+    """``{name: (seconds per iteration, fixed seconds per solve)}`` of each ``funcs[name](n)
+    -> iterations``; None where a solver stopped short of ``n`` iterations (a breakdown, or
+    convergence to rounding).  At least ``repeat`` rounds, more (up to 200) where a round
+    is cheap, within about ``budget`` seconds per solver.  Collective."""
+    out = {}
+    for name, func in funcs.items():
+        t0 = time.perf_counter()
+        func(n1)   # warm: compilation excluded
+        func(n2)
+        rounds = comm.bcast(max(repeat, min(200, int(budget / max(time.perf_counter() - t0, 1e-4)))))
+        best, short = [np.inf, np.inf], False
+        gc.collect()
+        gc.disable()   # a collection inside a timed solve is noise, not the solver's cost
+        try:
+            for _ in range(rounds):
+                for j, n in enumerate((n1, n2)):
+                    t, its = _timed(comm, func, n)
+                    short |= its not in (n, n + 1)   # PETSc's pipecg counts one more
+                    best[j] = min(best[j], t)
+        finally:
+            gc.enable()
+        per = (best[1] - best[0]) / (n2 - n1)
+        out[name] = None if short else (per, best[0] - n1 * per)
+    return out
