@@ -1,58 +1,75 @@
-"""The performance model against measured runs, in one go.
+"""The performance model of this package against measured runs, in one go.
 
-    .venv/bin/python -m benchmarks.model_check [--problem poisson2d:500]
+    python -m benchmarks.model_check                       # 1 and 2 ranks, shared memory and TCP
+    python -m benchmarks.model_check --ranks 2 --transports tcp --sizes 4096 65536
 
-Calibrates the model on this machine (pipekrylov.model.calibrate), then solves with cg
-and p-cg on 1 and 2 ranks with an injected reduction latency L of 0, 1, 2 and 4 times the
-modelled SpMV+PC time; the model gets G = L.
-Prints measured and modelled time per iteration and their ratio.
+Calibrates the model on this process (``pipekrylov.model.calibrate``: SpMV and vector
+costs at a few local sizes, each loop's fixed cost per iteration), then measures time
+per iteration as ``benchmarks.strong_scaling_limit`` does (2D Poisson, Jacobi; the
+difference of two solves) at 1 and 2 ranks over shared memory and over TCP (Open MPI
+``--mca btl tcp,self --mca btl_tcp_if_include lo``: a real reduction latency), and
+prints measured, modelled and their ratio for our cg (compiled loop), p-cg (compiled
+and Python loop) and p(2)-cg (Python loop).  The model's reduction latency is the median
+time of a blocking Allreduce each run measures; its halo exchange the same (on 2 ranks
+an Allreduce is one exchange of messages, as the halo's is).
 """
 import argparse
 import dataclasses
-import os
 import sys
-import tempfile
 
-from mpi4py import MPI
-
+from benchmarks.common import cpu_name
+from benchmarks.strong_scaling_limit import SIZES, TOTAL, measure
 from pipekrylov import model
-from pipekrylov.problems import problem_size
-from pipekrylov.scaling import collect, run_series
+from pipekrylov.compare import markdown_table
+from pipekrylov.timing import grid
 
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--problem", default="poisson2d:500")
-    args = parser.parse_args()
-    here = model.calibrate(MPI.COMM_SELF)
-    n, nnz = problem_size(args.problem)
-    work = here.spmv_per_nnz * nnz + 3 * here.vector_per_entry * n
-    print(f"calibrated: SpMV {here.spmv_per_nnz * 1e9:.2f} ns/nonzero, vectors "
-          f"{here.vector_per_entry * 1e9:.3f} ns/entry; SpMV+PC on 1 rank {work * 1e3:.3f} ms")
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1", NUMBA_NUM_THREADS="1")
-    print(f"{'method':6s} {'ranks':>5s} {'L/(S+M)':>8s} {'measured ms':>12s} {'model ms':>9s} {'ratio':>6s}")
-    for factor in (0, 1, 2, 4):
-        latency = factor * work
-        with tempfile.TemporaryDirectory() as out:
-            records = run_series([1, 2], ["cg", "p-cg"], ["--problem", args.problem, "--pc", "jacobi",
-                                 "--latency", str(latency), "--maxiter", "200", "--rtol", "0"],
-                                 out, env=env, stream=open(os.devnull, "w"))
-        machine = InjectedLatency(**dataclasses.asdict(here), latency=latency)
-        for row in collect(records):
-            predicted = model.time_per_iteration(row["method"], machine, n, nnz, row["ranks"])
-            print(f"{row['method']:6s} {row['ranks']:5d} {factor:8d} {row['time_per_iteration'] * 1e3:12.3f} "
-                  f"{predicted * 1e3:9.3f} {row['time_per_iteration'] / predicted:6.2f}", flush=True)
+# the benchmark's series: (model method, loop, depth)
+SERIES = {"cg": ("cg", "compiled", 1), "p-cg compiled": ("p-cg", "compiled", 1),
+          "p-cg python": ("p-cg", "python", 1), "p(2)-cg": ("p(l)-cg", "python", 2)}
 
 
 @dataclasses.dataclass(frozen=True)
-class InjectedLatency(model.Machine):
-    """The calibrated machine whose every reduction takes the injected latency (the
-    solvers inject it at any rank count; this machine's own Allreduce is a microsecond)."""
-    latency: float = 0.0
+class Measured(model.Machine):
+    """The calibrated machine with a run's measured Allreduce as its reduction."""
+    allreduce: float = 0.0
 
     def reduction(self, ranks):
-        return self.latency
+        return self.allreduce if ranks > 1 else 0.0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="*", default=SIZES + [TOTAL],
+                        help=f"unknowns per rank ({TOTAL} means that many in total)")
+    parser.add_argument("--ranks", type=int, nargs="*", default=[1, 2])
+    parser.add_argument("--transports", nargs="*", default=["shm", "tcp"], choices=["shm", "tcp"])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    # the runs first: this process must not have started MPI when it starts mpiexec
+    rows = measure(args.ranks, args.transports, args.sizes, args.repeat, with_petsc=False)
+    from mpi4py import MPI
+    here = model.calibrate(MPI.COMM_SELF)
+    table, ratios = [], []
+    for row in rows:
+        n = row["total"]
+        nnz = 5 * n - 2 * sum(grid(n))   # 2D Poisson nx x ny
+        latency = row["allreduce_median_us"] * 1e-6
+        machine = Measured(**{**dataclasses.asdict(here), "rates": here.rates, "halo": latency, "allreduce": latency})
+        for name, (method, loop, depth) in SERIES.items():
+            measured = row.get(name)
+            if measured is None:
+                continue
+            modelled = model.time_per_iteration(method, machine, n, nnz, row["ranks"], depth=depth, loop=loop) * 1e6
+            ratios.append(modelled / measured)
+            table.append([row["transport"], row["ranks"], f"{row['local']:,}", name, f"{measured:.1f}",
+                          f"{modelled:.1f}", f"{modelled / measured:.2f}"])
+    print(f"model against measured, time per iteration in us; {cpu_name()}; calibrated: "
+          + ", ".join(f"{key} fixed {value * 1e6:.1f} us" for key, value in here.fixed.items()))
+    print(markdown_table(["transport", "ranks", "unknowns/rank", "solver", "measured", "modelled", "modelled / measured"],
+                         table))
+    inside = sum(0.8 <= r <= 1.25 for r in ratios)
+    print(f"modelled / measured within 0.8-1.25: {inside} of {len(ratios)}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -54,15 +54,16 @@ def our_solvers():
 
 
 def allreduce_time(comm, repeat=200):
-    """Best time of a blocking Allreduce of 4 doubles (what one fused reduction costs)."""
+    """Best and median time of a blocking Allreduce of 4 doubles (what one fused
+    reduction costs), the slowest rank's."""
     from mpi4py import MPI
-    send, recv, best = np.ones(4), np.empty(4), np.inf
+    send, recv, times = np.ones(4), np.empty(4), []
     for _ in range(repeat):
         comm.Barrier()
         t0 = time.perf_counter()
         comm.Allreduce(send, recv, op=MPI.SUM)
-        best = min(best, comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
-    return best
+        times.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+    return min(times), float(np.median(times))
 
 
 def worker(sizes, repeat, with_petsc):
@@ -70,7 +71,7 @@ def worker(sizes, repeat, with_petsc):
     import pipekrylov as pk
     comm = MPI.COMM_WORLD
     ours = our_solvers()
-    t_reduce = allreduce_time(comm) if comm.size > 1 else 0.0
+    t_reduce, t_median = allreduce_time(comm) if comm.size > 1 else (0.0, 0.0)
     for size in sizes:
         total = size * comm.size if size != TOTAL else TOTAL
         A = pk.poisson2d(comm, *grid(total))
@@ -85,7 +86,7 @@ def worker(sizes, repeat, with_petsc):
             for name in PETSC:
                 funcs[name] = petsc_solver(A, b, name.split()[1])
         row = {"ranks": comm.size, "local": A.partition.n // comm.size, "total": A.partition.n,
-               "n1": n1, "n2": n2, "allreduce_us": t_reduce * 1e6}
+               "n1": n1, "n2": n2, "allreduce_us": t_reduce * 1e6, "allreduce_median_us": t_median * 1e6}
         for name, measured in per_iteration(comm, funcs, n1, n2, repeat).items():
             row[name] = None if measured is None else measured[0] * 1e6
             row[name + " fixed"] = None if measured is None else measured[1] * 1e6
@@ -122,30 +123,34 @@ def main():
     if args.worker:
         worker(args.sizes, args.repeat, with_petsc)
         return 0
+    print(report(measure(args.ranks, args.transports, args.sizes, args.repeat, with_petsc, args.timeout),
+                 with_petsc))
+    return 0
+
+
+def measure(ranks_list, transports, sizes, repeat=3, with_petsc=True, timeout=1800):
+    """The rows of one mpiexec run per (transport, ranks): time per iteration of every
+    solver at every size, with the run's blocking Allreduce time (``allreduce_us``)."""
     mpiexec = shutil.which("mpiexec")
     kind = launcher_kind(mpiexec)
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1")
     rows = []
-    for transport in args.transports:
-        for ranks in args.ranks:
+    for transport in transports:
+        for ranks in ranks_list:
             if transport == "tcp" and (ranks == 1 or kind != "openmpi"):
                 continue
             command = [mpiexec, *(TCP if transport == "tcp" else []), "-n", str(ranks), sys.executable,
-                       "-m", "benchmarks.strong_scaling_limit", "--worker", "--repeat", str(args.repeat),
-                       "--sizes", *map(str, args.sizes)] + (["--no-petsc"] if not with_petsc else [])
-            print(f"# {transport}, {ranks} rank(s): {' '.join(command[:-2 - len(args.sizes)])} ...",
+                       "-m", "benchmarks.strong_scaling_limit", "--worker", "--repeat", str(repeat),
+                       "--sizes", *map(str, sizes)] + (["--no-petsc"] if not with_petsc else [])
+            print(f"# {transport}, {ranks} rank(s): {' '.join(command[:-2 - len(sizes)])} ...",
                   file=sys.stderr, flush=True)
-            out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=args.timeout,
-                                 cwd=ROOT)
+            out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
             if out.returncode != 0:
-                print(out.stdout[-2000:], out.stderr[-4000:], file=sys.stderr)
-                return 1
-            for line in out.stdout.splitlines():
-                if line.startswith("ROW "):
-                    rows.append(dict(json.loads(line[4:]), transport=transport))
-    print(report(rows, with_petsc))
-    return 0
+                raise SystemExit(f"{' '.join(command)} failed:\n{out.stdout[-2000:]}{out.stderr[-4000:]}")
+            rows += [dict(json.loads(line[4:]), transport=transport)
+                     for line in out.stdout.splitlines() if line.startswith("ROW ")]
+    return rows
 
 
 def report(rows, with_petsc):

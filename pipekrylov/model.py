@@ -8,8 +8,10 @@ Per iteration, on P ranks sharing n unknowns and nnz nonzeros (ms/it = the sum b
 * G(P) = reduction_latency + reduction_per_level * (log2 P - 1) for P > 1, else 0: one
   global reduction (a tree, so log2 P levels).
 
-and the methods combine them as in Ghysels & Vanroose (2014) and Cornelis, Cools &
-Vanroose (2018):
+SpMV and vector costs per entry depend on the local size (a working set in cache streams
+faster than one in memory): a Machine may hold them at several local sizes (``rates``),
+interpolated in between.  The methods combine the terms as in Ghysels & Vanroose (2014)
+and Cornelis, Cools & Vanroose (2018):
 
     cg          2G + S + M + V          two blocking reductions
     cg-single   G + S + M + V           one (Chronopoulos-Gear, Gropp-style)
@@ -20,20 +22,30 @@ Vanroose (2018):
     gmres       2G + S + M + V          classical Gram-Schmidt, restart m
     p(l)-gmres  max(G / l, S + M) + V
 
+That is an ideal code: its time is its work and its waits.  This package adds a fixed
+cost per iteration that depends on the loop (``loop="compiled"``: a few microseconds of
+calls and bookkeeping; ``"python"``: the interpreter's tens of microseconds), which
+decides at the smallest local sizes: ``machine.fixed["p-cg compiled"]``, measured by
+:func:`calibrate` as the time per iteration at 1,024 unknowns on one rank less its
+modelled work.  :func:`predict` gives the ideal code and this package side by side.
+
 The vector access counts (entries read or written per unknown per iteration) are counted
 from this package's kernels for cg and p-cg and estimated from the methods' operation
-counts for the rest (marked in METHODS).  A Machine holds
-the four costs: measured here by :func:`calibrate`, or given (``MACHINES``).
+counts for the rest (marked in METHODS).  A Machine holds the costs: measured here by
+:func:`calibrate`, or given (``MACHINES``).
 """
 import json
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-__all__ = ["Machine", "MACHINES", "METHODS", "time_per_iteration", "best_depth", "predict",
-           "plot_prediction", "calibrate"]
+__all__ = ["Machine", "MACHINES", "METHODS", "PACKAGE", "time_per_iteration", "best_depth", "predict",
+           "crossovers", "plot_prediction", "calibrate"]
+
+# the loops this package runs each modelled method on (the others have the Python loop only)
+PACKAGE = (("cg", "compiled"), ("p-cg", "compiled"), ("p-cg", "python"), ("p(l)-cg", "python"))
 
 
 @dataclass(frozen=True)
@@ -46,6 +58,21 @@ class Machine:
     reduction_per_level: float    # added per doubling of the rank count
     halo: float                   # one neighbour exchange
     source: str = ""
+    # this package's fixed seconds per iteration, by "<method> <loop>" (PACKAGE)
+    fixed: dict = field(default_factory=dict)
+    # (local unknowns, spmv_per_nnz, vector_per_entry) at a few local sizes; () for the
+    # two costs above at every size
+    rates: tuple = ()
+
+    def costs(self, local):
+        """(spmv_per_nnz, vector_per_entry) at ``local`` unknowns per rank: interpolated in
+        log(local) between the measured sizes, the nearest outside them."""
+        if not self.rates:
+            return self.spmv_per_nnz, self.vector_per_entry
+        sizes = np.log([r[0] for r in self.rates])
+        where = np.log(max(local, 1.0))
+        return (float(np.interp(where, sizes, [r[1] for r in self.rates])),
+                float(np.interp(where, sizes, [r[2] for r in self.rates])))
 
     def reduction(self, ranks):
         if ranks <= 1:
@@ -55,7 +82,9 @@ class Machine:
     @classmethod
     def load(cls, path):
         with open(path) as f:
-            return cls(**json.load(f))
+            values = json.load(f)
+        values["rates"] = tuple(tuple(r) for r in values.get("rates", ()))
+        return cls(**values)
 
     def save(self, path):
         with open(path, "w") as f:
@@ -65,9 +94,13 @@ class Machine:
 MACHINES = {
     # Assumed, not measured: a Haswell node (2 x 16 cores, about 110 GB/s STREAM) run with 16
     # ranks per node (7 GB/s per rank), Cray Aries latencies of a few microseconds.
+    # This package's fixed costs per iteration: as calibrate() measured them on a 2-core Xeon
+    # VM (1.0-2.1, 0.0-1.3, 38-45 and 93-107 us over five runs), about the middle taken.
     "cori-haswell": Machine("cori-haswell", spmv_per_nnz=12 / 7e9, vector_per_entry=8 / 7e9,
                             reduction_latency=3e-6, reduction_per_level=1.5e-6, halo=3e-6,
-                            source="assumed, not measured: see docs/scaling.md"),
+                            source="assumed, not measured: see docs/scaling.md",
+                            fixed={"cg compiled": 1.5e-6, "p-cg compiled": 0.8e-6, "p-cg python": 42e-6,
+                                   "p(l)-cg python": 95e-6}),
 }
 
 # name: (SpMVs and PC applications per iteration, vector accesses per unknown, how the
@@ -84,10 +117,18 @@ METHODS = {
 }
 
 
-def time_per_iteration(method, machine, n, nnz, ranks, depth=1, restart=30):
-    """Modelled seconds per iteration of ``method`` (a key of METHODS)."""
+def time_per_iteration(method, machine, n, nnz, ranks, depth=1, restart=30, loop="ideal"):
+    """Modelled seconds per iteration of ``method`` (a key of METHODS): of an ideal code,
+    or (``loop`` "compiled" or "python") of this package, its fixed cost added."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    fixed = 0.0
+    if loop != "ideal":
+        key = f"{method} {loop}"
+        if key not in machine.fixed:
+            raise ValueError(f"machine {machine.name!r} has no fixed cost for {key!r} (calibrate() measures "
+                             f"{', '.join(' '.join(p) for p in PACKAGE)})")
+        fixed = machine.fixed[key]
     applications, accesses, (kind, phases) = METHODS[method]
     if method == "p(l)-cg":
         accesses = 12 + 6 * depth
@@ -96,26 +137,28 @@ def time_per_iteration(method, machine, n, nnz, ranks, depth=1, restart=30):
     elif method == "p(l)-gmres":
         accesses = 2 * restart + 10 * depth
     local = n / ranks
-    spmv = machine.spmv_per_nnz * nnz / ranks + (machine.halo if ranks > 1 else 0.0)
-    work = spmv + 3 * machine.vector_per_entry * local       # SpMV + Jacobi
-    vector = accesses * machine.vector_per_entry * local
+    per_nnz, per_entry = machine.costs(local)
+    spmv = per_nnz * nnz / ranks + (machine.halo if ranks > 1 else 0.0)
+    work = spmv + 3 * per_entry * local                      # SpMV + Jacobi
+    vector = accesses * per_entry * local
     G = machine.reduction(ranks)
     if kind == "blocking":
-        return phases * G + applications * work + vector
+        return fixed + phases * G + applications * work + vector
     if phases is None:                                       # deep pipelines: G spread over l
-        return max(G / depth, work) + vector
-    return phases * max(G, work) + vector
+        return fixed + max(G / depth, work) + vector
+    return fixed + phases * max(G, work) + vector
 
 
-def best_depth(machine, n, nnz, ranks, depths=range(1, 11)):
+def best_depth(machine, n, nnz, ranks, depths=range(1, 11), loop="ideal"):
     """The pipeline depth l with the least modelled time of p(l)-CG, and that time."""
-    return min(((l, time_per_iteration("p(l)-cg", machine, n, nnz, ranks, l)) for l in depths),
+    return min(((l, time_per_iteration("p(l)-cg", machine, n, nnz, ranks, l, loop=loop)) for l in depths),
                key=lambda pair: pair[1])
 
 
 def predict(machine, n, nnz, ranks, methods=("cg", "cg-single", "p-cg", "p(l)-cg")):
-    """Rows ``{ranks, <method>: seconds per iteration, best_depth, speedup_plcg_over_cg}``;
-    p(l)-CG at its best depth for each rank count."""
+    """Rows ``{ranks, <method>: seconds per iteration, best_depth, speedup_plcg_over_cg}``
+    of an ideal code, and ``<method> <loop>`` of this package (PACKAGE) where the machine
+    has its fixed costs; p(l)-CG at its best depth for each rank count."""
     rows = []
     for p in ranks:
         row = {"ranks": p}
@@ -126,8 +169,29 @@ def predict(machine, n, nnz, ranks, methods=("cg", "cg-single", "p-cg", "p(l)-cg
                 row[m] = time_per_iteration(m, machine, n, nnz, p)
         if "cg" in row and "p(l)-cg" in row:
             row["speedup_plcg_over_cg"] = row["cg"] / row["p(l)-cg"]
+        for m, loop in PACKAGE:
+            if f"{m} {loop}" in machine.fixed:
+                row[f"{m} {loop}"] = (best_depth(machine, n, nnz, p, loop=loop)[1] if m == "p(l)-cg" else
+                                      time_per_iteration(m, machine, n, nnz, p, loop=loop))
         rows.append(row)
     return rows
+
+
+def crossovers(rows, pairs=(("cg", "p-cg"), ("cg", "p(l)-cg"), ("cg compiled", "p-cg compiled"),
+                            ("cg compiled", "p(l)-cg python"))):
+    """``{(slow, fast): the smallest rank count from which fast stays faster, or None}``."""
+    out = {}
+    for slow, fast in pairs:
+        if not rows or slow not in rows[0] or fast not in rows[0]:
+            continue
+        faster = [r[fast] < r[slow] for r in rows]
+        out[(slow, fast)] = None
+        if faster[-1]:
+            k = len(faster) - 1
+            while k > 0 and faster[k - 1]:
+                k -= 1
+            out[(slow, fast)] = rows[k]["ranks"]
+    return out
 
 
 def plot_prediction(rows, machine, problem, path):
@@ -160,34 +224,81 @@ def plot_prediction(rows, machine, problem, path):
     plt.close(fig)
 
 
-def calibrate(comm=None, n=1000, repeat=10):
-    """Measure this machine's costs: SpMV and vector streaming on this process, the
-    Allreduce on ``comm`` (at least 2 ranks; else the latency terms stay 0).  Collective."""
+RATE_SIZES = (256, 4096, 65536)   # local unknowns at which calibrate() measures the costs, with n^2
+FIXED_SIZE = 1024                 # the local size at which it measures the loops' fixed costs
+
+
+def calibrate(comm=None, n=1000, repeat=10, fixed=True):
+    """Measure this machine's costs: SpMV and vector streaming at a few local sizes on this
+    process, the Allreduce on ``comm`` (at least 2 ranks; else the latency terms stay 0),
+    and (``fixed``) this package's fixed cost per iteration of each loop of PACKAGE.
+    Collective."""
     from mpi4py import MPI
+    from .kernels import fused_kernel
     from .matrix import poisson2d
     comm = MPI.COMM_WORLD if comm is None else comm
-    A = poisson2d(MPI.COMM_SELF, n)
-    x, y = np.ones(A.shape[0]), np.empty(A.shape[0])
+    axpy = fused_kernel(["z = x + alpha*y"], scalars=["alpha"])
 
-    def best(f):
+    def best(f, rounds):
         f()
         times = []
-        for _ in range(repeat):
+        for _ in range(rounds):
             t = time.perf_counter()
             f()
             times.append(time.perf_counter() - t)
         return min(times)
-    spmv = best(lambda: A.matvec(x, y)) / A.nnz
-    # the solvers' vector work runs in fused kernels: time one (3 accesses per entry)
-    from .kernels import fused_kernel
-    axpy = fused_kernel(["z = x + alpha*y"], scalars=["alpha"])
-    vectors = {"x": x, "y": y, "z": np.empty_like(x)}
-    vector = best(lambda: axpy(vectors, {"alpha": 0.5})) / (3 * x.size)
+
+    def timings(side, rounds):
+        """(one SpMV, one fused update) of 2D Poisson side x side, and its matrix."""
+        A = poisson2d(MPI.COMM_SELF, side)
+        x, y = np.ones(A.shape[0]), np.empty(A.shape[0])
+        # the solvers' vector work runs in fused kernels: time one (3 accesses per entry)
+        vectors = {"x": x, "y": y, "z": np.empty_like(x)}
+        return best(lambda: A.matvec(x, y), rounds), best(lambda: axpy(vectors, {"alpha": 0.5}), rounds), A
+
+    # a call from Python costs what a compiled loop does not pay: measured on a 2 x 2 grid,
+    # taken off every size's time
+    spmv_call, vector_call, _ = timings(2, 2000)
+    rates = []
+    for local in RATE_SIZES + (n * n,):
+        rounds = max(repeat, min(2000, 10 ** 7 // (5 * local)))   # small sizes: many rounds, the best kept
+        spmv, vector, A = timings(int(round(math.sqrt(local))), rounds)
+        rates.append((A.shape[0], max(spmv - spmv_call, 0.0) / A.nnz, max(vector - vector_call, 0.0) / (3 * A.shape[0])))
     latency = per_level = halo = 0.0
     if comm.Get_size() > 1:
         buf, out = np.ones(3), np.empty(3)
         comm.Barrier()
-        latency = comm.allreduce(best(lambda: comm.Allreduce(buf, out)), op=MPI.MAX)
+        latency = comm.allreduce(best(lambda: comm.Allreduce(buf, out), 200), op=MPI.MAX)
         halo = latency / 2          # one message each way versus a tree of messages
-    return Machine("here", spmv, vector, latency, per_level, halo,
-                   source=f"calibrate() on {comm.Get_size()} ranks at {time.strftime('%Y-%m-%d')}")
+    machine = Machine("here", rates[-1][1], rates[-1][2], latency, per_level, halo,
+                      source=f"calibrate() on {comm.Get_size()} ranks at {time.strftime('%Y-%m-%d')}",
+                      rates=tuple(rates))
+    if fixed:
+        machine = Machine(**{**asdict(machine), "fixed": fixed_costs(machine), "rates": machine.rates})
+    return machine
+
+
+def fixed_costs(machine, local=FIXED_SIZE):
+    """This package's fixed seconds per iteration of each loop of PACKAGE: the time per
+    iteration at ``local`` unknowns on one rank (:mod:`.timing`) less the work ``machine``
+    models there.  Local to this process."""
+    from mpi4py import MPI
+    import pipekrylov as pk
+    from .timing import per_iteration
+    side = int(round(math.sqrt(local)))
+    A = pk.poisson2d(MPI.COMM_SELF, side)
+    b = A.matvec(np.ones(A.shape[0])) + 1e-3
+    pcg = pk.pipelined("cg")
+    run = dict(rtol=0.0, M="jacobi", comm=MPI.COMM_SELF)
+    funcs = {"cg compiled": lambda k: pk.cg(A, b, maxiter=k, loop="compiled", **run).iterations,
+             "p-cg compiled": lambda k: pcg(A, b, maxiter=k, loop="compiled", **run).iterations,
+             "p-cg python": lambda k: pcg(A, b, maxiter=k, loop="python", **run).iterations,
+             "p(l)-cg python": lambda k: pk.plcg(A, b, depth=2, maxiter=k, **run).iterations}
+    measured = per_iteration(MPI.COMM_SELF, funcs, 10, 40, repeat=5)
+    fixed = {}
+    for key, value in measured.items():
+        if value is not None:
+            method = key.split()[0]
+            work = time_per_iteration(method, machine, A.shape[0], A.nnz, 1, depth=2)
+            fixed[key] = max(0.0, value[0] - work)
+    return fixed

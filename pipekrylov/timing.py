@@ -73,5 +73,7 @@ def per_iteration(comm, funcs, n1, n2, repeat=3, budget=1.0):
         finally:
             gc.enable()
         per = (best[1] - best[0]) / (n2 - n1)
-        out[name] = None if short else (per, best[0] - n1 * per)
+        # not linear in the iterations (noise larger than the signal, or a solver whose
+        # iterations differ, as p(l)-CG's first 2l): no figure
+        out[name] = None if short or per <= 0 else (per, best[0] - n1 * per)
     return out

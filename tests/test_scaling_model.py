@@ -108,3 +108,47 @@ def test_model_problem_sizes_are_those_of_the_generators(name):
     from pipekrylov.problems import problem_size
     A = getattr(matrix, name)(MPI.COMM_SELF, 9)
     assert problem_size(f"{name}:9") == (A.shape[0], A.nnz)
+
+
+def test_this_package_is_the_ideal_code_plus_its_fixed_cost_per_iteration():
+    fixed = {"cg compiled": 2e-6, "p-cg compiled": 1e-6, "p-cg python": 40e-6, "p(l)-cg python": 90e-6}
+    machine = model.Machine(**{**MACHINE.__dict__, "fixed": fixed})
+    n, nnz, P = 10 ** 6, 5 * 10 ** 6, 64
+    for method, loop in model.PACKAGE:
+        ideal = model.time_per_iteration(method, machine, n, nnz, P, depth=2)
+        assert model.time_per_iteration(method, machine, n, nnz, P, depth=2, loop=loop) == \
+            pytest.approx(ideal + fixed[f"{method} {loop}"])
+    with pytest.raises(ValueError, match="no fixed cost for 'cg python'"):
+        model.time_per_iteration("cg", machine, n, nnz, P, loop="python")
+    rows = model.predict(machine, n, nnz, [2 ** k for k in range(18)])
+    assert rows[-1]["p-cg python"] == pytest.approx(rows[-1]["p-cg"] + 40e-6)
+    # where the work per rank is small, the fixed cost decides: the Python loop never wins
+    crossing = model.crossovers(rows)
+    assert crossing[("cg compiled", "p-cg compiled")] is not None
+    assert crossing[("cg", "p-cg")] <= crossing[("cg compiled", "p-cg compiled")]
+
+
+def test_costs_are_interpolated_between_the_measured_local_sizes():
+    machine = model.Machine(**{**MACHINE.__dict__, "rates": ((100, 1e-9, 2e-9), (10000, 3e-9, 4e-9))})
+    assert machine.costs(1000) == pytest.approx((2e-9, 3e-9))      # halfway in log(local)
+    assert machine.costs(10) == pytest.approx((1e-9, 2e-9))        # the nearest outside
+    assert machine.costs(10 ** 6) == pytest.approx((3e-9, 4e-9))
+    assert MACHINE.costs(10 ** 6) == (2e-9, 1e-9)                    # no rates: the two given
+
+
+def test_crossovers_are_where_the_faster_method_stays_faster():
+    rows = [{"ranks": p, "cg": c, "p-cg": f} for p, c, f in [(1, 1, 2), (2, 2, 1), (4, 1, 2), (8, 3, 1), (16, 4, 1)]]
+    assert model.crossovers(rows, [("cg", "p-cg")]) == {("cg", "p-cg"): 8}
+    assert model.crossovers(rows[:3], [("cg", "p-cg")]) == {("cg", "p-cg"): None}
+
+
+def test_a_machine_with_rates_and_fixed_costs_round_trips(tmp_path):
+    machine = model.Machine(**{**MACHINE.__dict__, "fixed": {"cg compiled": 1e-6},
+                               "rates": ((256, 1e-9, 2e-9), (4096, 3e-9, 4e-9))})
+    path = tmp_path / "machine.json"
+    machine.save(str(path))
+    assert model.Machine.load(str(path)) == machine
+    out = subprocess.run([sys.executable, "-m", "pipekrylov", "model", "--machine", str(path),
+                          "--problem", "poisson2d:100", "--max-ranks", "64"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "cg compiled" in out.stdout.splitlines()[2]
