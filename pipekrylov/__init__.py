@@ -20,7 +20,7 @@ _LAZY = {
     "bicgstab": "pipekrylov.solvers",
     "gmres": "pipekrylov.solvers",
     "SolveResult": "pipekrylov.solvers",
-    "pipelined": "pipekrylov.derive",
+    "pipelined": "pipekrylov.pipelining",
     "plcg": "pipekrylov.deep",
     "plgmres": "pipekrylov.deep",
     "Method": "pipekrylov.derive",

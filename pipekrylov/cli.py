@@ -203,11 +203,12 @@ def model_command(args):
 
 def derive_command(args):
     from . import derive as dv
-    if args.method == "gmres" or args.depth > 1:
-        if args.method not in ("cg", "gmres"):
-            raise ValueError(f"--depth {args.depth}: deep pipelines exist for cg and gmres only")
-        print(dv.derive(args.method, args.depth))
+    from .pipelining import algorithm, is_deep
+    if is_deep(args.method, args.depth):
+        print(algorithm(args.method, args.depth))
         return 0
+    if args.depth > 1:
+        raise ValueError(f"--depth {args.depth}: deep pipelines exist for cg and gmres only")
     method = dv.BASE_METHODS[args.method]
     sched = dv.derive(method, args.depth, args.replace_every, args.replace)
     if args.passes:

@@ -340,3 +340,22 @@ def test_attainable_accuracy_with_residual_replacement(method, name, M):
         assert true(with_rr.x) <= 10 * true(classic.x), (true(with_rr.x), true(classic.x))
     if M is None and (method, name) not in DRIFT_BY_ROUNDING:
         assert true(without.x) > 100 * true(classic.x)
+
+
+def test_derive_knows_nothing_of_deep_and_one_door_routes_to_both():
+    """deep uses derive (its hand-over to p-CG); derive never imports deep: the choice
+    between them is pipekrylov.pipelining's alone."""
+    import ast
+    import glob
+    import os
+    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pipekrylov", "derive")
+    for path in glob.glob(os.path.join(folder, "*.py")):
+        with open(path) as f:
+            tree = ast.parse(f.read())
+        imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        assert not any("deep" in name for name in imported), (path, imported)
+    assert pk.pipelined("cg", depth=3).depth == 3 and pk.pipelined("gmres").__name__ == "p1_gmres"
+    assert str(pk.pipelined("cg").schedule) == str(dv.derive("cg"))
+    with pytest.raises(ValueError, match="deep pipelines exist"):
+        dv.derive("cg", 3)

@@ -20,7 +20,7 @@ from .methods import BASE_METHODS
 from .passes import (NoPipelinedForm, find_segments, fuse_reductions, residual_replacement,
                      schedule)
 
-__all__ = ["Method", "BASE_METHODS", "derive", "pipelined", "loop", "verify", "DerivationError",
+__all__ = ["Method", "BASE_METHODS", "derive", "pipelined", "loop", "verify", "check_depth", "DerivationError",
            "NoPipelinedForm"]
 
 
@@ -46,20 +46,16 @@ def derive(method, depth=1, replace_every=None, replace_automatic=False):
     ----------
     method : str or Method
     depth : int
-        Pipeline depth (1: each reduction hidden behind one segment's operator work).
-        ``"cg"`` with ``depth > 1`` and ``"gmres"`` give the deep templates'
-        :class:`pipekrylov.deep.listing.DeepAlgorithm` instead (p(l)-CG, p(l)-GMRES).
+        Pipeline depth: 1 (each reduction hidden behind one segment's operator work).
+        Deeper pipelines are the deep templates' (:func:`pipekrylov.pipelining.algorithm`).
     replace_every, replace_automatic :
         Residual replacement, see :func:`.passes.residual_replacement`.
     """
-    _check_depth(depth)
-    if _is_deep(method, depth):
-        from ..deep.listing import deep_algorithm
-        return deep_algorithm(method, depth)
+    check_depth(depth)
     method = _method(method)
     if depth != 1:
         raise ValueError(f"depth {depth}: deep pipelines exist for 'cg' (p(l)-CG) and 'gmres' "
-                         "(p(l)-GMRES), see pipekrylov.deep")
+                         "(p(l)-GMRES): pipekrylov.pipelined(method, depth)")
     sym, aux = find_segments(method)
     sched = schedule(fuse_reductions(aux))
     return residual_replacement(sched, replace_every, replace_automatic)
@@ -90,11 +86,9 @@ def _compiled_source(sched):
 
 
 def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, check=True):
-    """The derived pipelined solver for ``method``, with the classic solvers' signature.
-
-    ``pipelined("cg", depth=l)`` for ``l > 1`` and ``pipelined("gmres", depth=l)`` return
-    the deep templates :func:`pipekrylov.deep.plcg` / :func:`~pipekrylov.deep.plgmres`
-    with the depth bound (their extra options, ``shifts``, ``restart``, pass through).
+    """The derived pipelined solver for ``method`` (depth 1), with the classic solvers'
+    signature.  (``pipekrylov.pipelined`` also gives the deep templates, p(l)-CG and
+    p(l)-GMRES: :mod:`pipekrylov.pipelining`.)
 
     ``solver(A, b, x0=None, *, rtol, atol, maxiter, M, callback, comm, monitor, latency,
     loop)`` returns a SolveResult (unpacks to ``(x, info)``); ``solver.schedule`` is the
@@ -107,9 +101,7 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, c
     where it applies.  Both give the same residual norms, bit for bit; ``result.loop``
     says which ran.
     """
-    _check_depth(depth)
-    if _is_deep(method, depth):
-        return _deep_solver(method, depth)
+    check_depth(depth)
     method = _method(method)
     sched = derive(method, depth, replace_every, replace_automatic)
     generated = _generated(sched)
@@ -152,30 +144,9 @@ def loop(method, replace_automatic=False):
     return _generated(derive(method, 1, None, replace_automatic))
 
 
-def _check_depth(depth):
+def check_depth(depth):
     if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
         raise ValueError(f"depth must be a positive integer, got {depth!r}")
-
-
-def _is_deep(method, depth):
-    return isinstance(method, str) and (method == "gmres" or (method == "cg" and depth > 1))
-
-
-def _deep_solver(name, depth):
-    """p(l)-CG or p(l)-GMRES with the depth bound (pipekrylov.deep)."""
-    from .. import deep
-    if name == "cg" and depth > deep.MAX_DEPTH:
-        raise ValueError(f"depth must be an integer from 1 to {deep.MAX_DEPTH} for p(l)-CG, got {depth}")
-    template = deep.plcg if name == "cg" else deep.plgmres
-
-    def solver(A, b, x0=None, **options):
-        return template(A, b, x0, depth=depth, **options)
-
-    solver.__name__ = f"p{depth}_{name}"
-    solver.__doc__ = f"p({depth})-{name.upper()}: see {template.__module__}.\n\n" + str(derive(name, depth))
-    solver.schedule = derive(name, depth)
-    solver.depth = depth
-    return solver
 
 
 @functools.lru_cache(maxsize=None)
