@@ -14,15 +14,15 @@ from pipekrylov.parallel import native
 from pipekrylov.precond import Jacobi
 from helpers import NONSYMMETRIC, SPD, problem
 
-SYMMETRIC_METHODS = ["cg", "cg-hs", "cr", "classic-cg"]
+SYMMETRIC_METHODS = ["cg", "cg-hs", "cr", "classic-cg", "classic-cr"]
 GENERAL_METHODS = ["bicgstab", "cgs"]
 PCS = [None, "jacobi", "ilu0"]
 COMM = MPI.COMM_WORLD
 
 
 def solver_for(name):
-    """pk.cg for "classic-cg", else the derived method."""
-    return pk.cg if name == "classic-cg" else pk.pipelined(name)
+    """pk.cg, pk.cr for "classic-cg", "classic-cr", else the derived method."""
+    return {"classic-cg": pk.cg, "classic-cr": pk.cr}.get(name) or pk.pipelined(name)
 
 
 def both(name, A, b, **options):
@@ -107,7 +107,7 @@ def test_residual_replacement_is_the_same(options):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("name", ["cg", "classic-cg"])
+@pytest.mark.parametrize("name", ["cg", "classic-cg", "classic-cr"])
 def test_maxiter_and_iteration_count(name):
     A, _ = problem(COMM, "poisson2d")
     c, p = both(name, A, rhs(A), rtol=1e-14, maxiter=7, M="jacobi")
@@ -158,7 +158,7 @@ def test_trace_and_injected_latency():
     wait ends before its reduction's start + the injected latency."""
     A, _ = problem(COMM, "poisson2d")
     latency = 2e-4
-    for name in ("bicgstab", "classic-cg"):
+    for name in ("bicgstab", "classic-cg", "classic-cr"):
         check_trace(*both(name, A, rhs(A), rtol=1e-8, M="jacobi", latency=latency), latency)
 
 
@@ -204,7 +204,7 @@ def test_overflow_inside_the_loop_stops_every_rank_alike(name):
 
 
 @pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("name", ["cg", "classic-cg"])
+@pytest.mark.parametrize("name", ["cg", "classic-cg", "classic-cr"])
 def test_a_callback_failing_on_one_rank_raises_everywhere(name):
     A, _ = problem(COMM, "poisson2d")
 

@@ -156,6 +156,63 @@ def wait(R, I, F, trace):
             I[{MPI_ERROR}] = e
     trace[t, 4] = MPI_Wtime()
     I[{TRACE}] = t + 1
+
+
+@numba.njit(nogil=True, cache=True)
+def reduce_now(send, count, label, D, R, I, F, trace):
+    """A blocking reduction (a classic method's): start, wait, traced with no overlap.
+    The event that ends the loop (an MPI error, a rank's failure flag), or -1."""
+    start(send, count, D, R, I, F, trace)
+    t = I[{TRACE}]
+    trace[t, 1] = trace[t, 0]
+    trace[t, 2] = trace[t, 0]
+    trace[t, 5] = label
+    wait(R, I, F, trace)
+    if I[{MPI_ERROR}] != 0:
+        return {EVENT_MPI_ERROR}
+    if D[count] > 0.0:
+        return {EVENT_FAILED}
+    return -1
+
+
+@numba.njit(nogil=True, cache=True)
+def buffers_full(hist, trace, I, reductions):
+    """Would the next iteration overrun the residual or trace buffers?"""
+    return I[{HIST}] >= hist.shape[0] or I[{TRACE}] + reductions > trace.shape[0]
+
+
+@numba.njit(nogil=True, cache=True)
+def breakdown(check, value, I, F):
+    """A breakdown check failed: which (the driver names its reason) and the value."""
+    I[{CHECK}] = check
+    F[{VALUE}] = value
+    return {EVENT_BREAKDOWN}
+
+
+@numba.njit(nogil=True, cache=True)
+def end_iteration(iteration, I):
+    """Count the iteration done; the callback's event where there is one, else -1."""
+    I[{DONE}] = iteration + 1
+    if I[{STOP_EVERY}] != 0:
+        return {EVENT_ITERATED}
+    return -1
+
+
+@numba.njit(nogil=True, cache=True)
+def residual_test(rr, hist, I, F):
+    """The test at the top of a classic iteration on ||r||^2 = ``rr``: the event that
+    ends the loop (a monitor line to print, a non-finite norm, convergence), or -1."""
+    rnorm = np.sqrt(rr)
+    F[{RNORM}] = rnorm
+    if I[{STOP_AT_TEST}] != 0:
+        return {EVENT_TESTED}
+    hist[I[{HIST}]] = rnorm
+    I[{HIST}] += 1
+    if not np.isfinite(rnorm):
+        return {EVENT_NANORINF}
+    if rnorm <= F[{ATOL}]:
+        return {EVENT_CONVERGED}
+    return -1
 '''
 
 
@@ -163,6 +220,7 @@ def runtime_source():
     """The MPI declarations and the runtime functions, as the first part of a loop's module."""
     I, F = IntSlot, FloatSlot
     slots = {k: getattr(I, k) for k in dir(I) if k.isupper()} | {k: getattr(F, k) for k in dir(F) if k.isupper()}
+    slots |= {f"EVENT_{name.upper()}": code for code, name in enumerate(EVENTS)}
     runtime = RUNTIME.replace("{runs_module}", runs_kernel().py_func.__module__)
     for key, value in slots.items():
         runtime = runtime.replace("{" + key + "}", str(value))

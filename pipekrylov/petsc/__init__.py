@@ -23,7 +23,7 @@ The contexts, one per method:
 
 Options under the KSP's prefix: ``-ksp_pipekrylov_replacement`` (automatic residual
 replacement), ``-ksp_pipekrylov_replace_every k``, ``-ksp_pipekrylov_loop auto|compiled|python``
-(the loop of CG and the derived methods), ``-ksp_pipekrylov_latency seconds``, ``-ksp_pipekrylov_restart m``
+(the loop of CG, CR and the derived methods), ``-ksp_pipekrylov_latency seconds``, ``-ksp_pipekrylov_restart m``
 (GMRES), ``-ksp_pipekrylov_depth l`` and ``-ksp_pipekrylov_lmin/lmax`` (the deep variants'
 depth and shift interval; by default the solver estimates it), ``-ksp_pipekrylov_drift_tol t``
 (p(l)-CG's hand-over to p-CG, default 1e-11; 0: off), ``-ksp_pipekrylov_fallback_depth l``
@@ -40,7 +40,7 @@ the halo part, with its own halo exchange) and maps the KSP's PC: ``none``, ``ja
 and ``bjacobi`` with ILU(0) or ICC(0) blocks (one per rank; ``ilu``/``icc`` on one rank)
 become the runtime's own Jacobi and block-Jacobi factors, computed by pipekrylov from the
 matrix and accepted only if they give PETSc's PCApply to 1e-10 on a test vector.  The
-derived methods and classic CG then run on the compiled loop (:mod:`pipekrylov.derive.compiled`), on
+derived methods and classic CG and CR then run on the compiled loop (:mod:`pipekrylov.derive.compiled`), on
 arrays, with no call into PETSc per iteration.  Any other PC (gamg, sor, ILU(k), ...) is
 applied through PCApply on the Python loop; any other Mat type through MatMult.  A solve
 checks the matrices' object states: new values (the same or a new pattern) or another

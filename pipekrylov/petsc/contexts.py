@@ -130,7 +130,7 @@ class Classic(Context):
     def solver(self):
         import pipekrylov
         extra = {"restart": self.restart} if self.method == "gmres" else {}
-        if self.method == "cg":
+        if self.method in ("cg", "cr"):   # the classic methods with a compiled loop
             extra["loop"] = self.loop
         return getattr(pipekrylov, self.method), extra
 

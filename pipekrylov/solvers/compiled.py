@@ -20,10 +20,12 @@ from ..kernels.compile import compile_for, compile_source, compiling_notice
 from ..matrix.distributed import DistributedCSR
 from ..parallel import native
 from ..parallel.runtime import FloatSlot, IntSlot
+from ..parallel.runtime import EVENTS, RESUME_AFTER_TEST, RESUME_TOP, runtime_source
 from ..precond import BlockJacobi, Jacobi
+from .result import Breakdown
 
-__all__ = ["BUFFERED", "POKE_ROWS", "LOOPS", "LoopCompileError", "LoopFunctions", "unsupported", "check_loop",
-           "run_on_loop", "operands", "loop_state", "collect", "kinds"]
+__all__ = ["BUFFERED", "POKE_ROWS", "LOOPS", "LoopCompileError", "LoopFunctions", "ClassicLoop", "classic_source",
+           "unsupported", "check_loop", "run_on_loop", "operands", "loop_state", "collect", "kinds"]
 
 LOOPS = ("auto", "compiled", "python")
 
@@ -114,6 +116,96 @@ class LoopFunctions:
                 raise self._entries[key] from exc
             self._entries[key] = entries
         return entries
+
+
+def classic_source(title, kernels, vectors, state, reductions, begin, top, body):
+    """The module of a classic method's compiled loop (source text), on the runtime.
+
+    ``kernels``: {name: FusedKernel} the loop calls (``fused_call`` writes a call);
+    ``vectors``: the vectors' names, x first; ``state``: the scalars kept in ``S`` between
+    calls (and after them, whether an iteration was done); ``reductions`` per iteration;
+    ``begin``, ``top`` and ``body``: the start-up, the top of an iteration (its reduction
+    and the residual test; skipped when resuming after the test) and the rest, as lines
+    that set ``event`` and ``break`` to end the call."""
+    I = IntSlot
+    names = ", ".join(vectors)
+    load = ", ".join(f"S[{j}]" for j in range(len(state)))
+    lines = [f"# the compiled loop of: {title}", runtime_source()]
+    lines += [f"from {k._compiled.py_func.__module__} import fused as {name}" for name, k in kernels.items()]
+    lines += ["", "", f"def begin({names}, S, I, F, A, P, R):", *("    " + line for line in begin), "    return 0",
+              "", "", f"def loop({names}, S, send, D, I, F, hist, trace, A, P, R):",
+              f"    iteration = I[{I.ITERATION}]", f"    resume = I[{I.RESUME}]",
+              f"    {', '.join(state)} = {load}", "    coef, out = np.zeros(1), np.zeros(1)", "    event = -1",
+              "    while True:", f"        if resume == {RESUME_TOP}:",
+              f"            if buffers_full(hist, trace, I, {reductions}):",
+              f"                event = {EVENTS.index('flush')}  # flush", "                break",
+              *("            " + line for line in top),
+              f"        resume = {RESUME_TOP}", f"        if iteration == I[{I.MAXITER}]:",
+              f"            event = {EVENTS.index('maxiter')}  # maxiter", "            break",
+              *("        " + line for line in body),
+              f"        S[{len(state)}] = 1.0   # an iteration done", "        event = end_iteration(iteration, I)",
+              "        iteration += 1", "        if event >= 0:", "            break",
+              f"    I[{I.ITERATION}] = iteration", f"    {load} = {', '.join(state)}", "    return event", ""]
+    return "\n".join(lines)
+
+
+def fused_call(kernel, name):
+    """The call of a fused kernel in a loop's source: its vectors by name, ``coef``, ``out``."""
+    return f"{name}({', '.join(kernel.vectors)}, coef, out)"
+
+
+class ClassicLoop:
+    """A classic method's compiled loop, run on a SolverRun as its Python loop runs.
+
+    ``source`` defines ``begin(*vectors, S, I, F, A, P, R)`` (the start-up) and
+    ``loop(*vectors, S, send, D, I, F, hist, trace, A, P, R)``, which iterates until an
+    event; ``vectors(run)`` makes the method's vectors, x first; ``labels`` name the
+    reductions by the trace's label index; ``breakdown(check, value)`` is the Breakdown of
+    the loop's check number ``check``."""
+
+    def __init__(self, source, vectors, labels, breakdown, scalars=8):
+        self.source, self.vectors, self.labels, self.breakdown = source, vectors, labels, breakdown
+        self.scalars = scalars
+        self.functions = LoopFunctions(source, ["loop", "begin"])
+
+    def __call__(self, run):
+        I, F = IntSlot, FloatSlot
+        vectors = self.vectors(run)
+        x = vectors[0]
+        S, send, D = np.zeros(self.scalars), np.zeros(4), np.zeros(4)
+        ints, floats = loop_state(run)
+        hist, trace = np.empty(BUFFERED), np.empty((len(self.labels) * BUFFERED, 6))
+        A, P, R, key = operands(run)
+        args = (*vectors, S, send, D, ints, floats, hist, trace, A, P, R)
+        begin_args = (*vectors, S, ints, floats, A, P, R)
+        loop, begin = self.functions.get(key, run.comm.Get_rank() == 0, [("loop", args), ("begin", begin_args)])
+        begin(*begin_args)
+        resume = RESUME_TOP
+        while True:
+            ints[I.RESUME] = resume
+            floats[F.FLAG] = float(run.reduction.failure is not None)
+            event = EVENTS[loop(*args)]
+            collect(run, ints, floats, hist, trace, self.labels)
+            iteration = int(ints[I.ITERATION])
+            resume = RESUME_TOP
+            if event == "mpi_error":
+                raise MPI.Exception(int(ints[I.MPI_ERROR]))
+            if event == "failed":
+                run.reduction.raise_failure()
+            if event == "tested":
+                if run.converged(iteration, float(floats[F.RNORM])):
+                    return x, iteration, run.stop_reason()
+                resume = RESUME_AFTER_TEST
+            elif event == "converged":
+                return x, iteration, run.stop_reason()
+            elif event == "nanorinf":
+                raise Breakdown("diverged_nanorinf", "residual norm is not finite")
+            elif event == "maxiter":
+                return x, run.maxiter, "diverged_its"
+            elif event == "breakdown":
+                raise self.breakdown(int(ints[I.CHECK]), float(floats[F.VALUE]))
+            elif event == "iterated":
+                run.iterated(x)
 
 
 def operands(run):
