@@ -163,7 +163,7 @@ def _solve(run, depth, shifts, interval, estimate_steps, drift_tol, fallback_dep
         run.note(f"restart {run.restarts} after iteration {run.iterations} ({cause}), depth {run.depth}")
         if run.restarts > MAX_RESTARTS:
             raise Breakdown("diverged_breakdown", f"p({depth})-CG restarted {MAX_RESTARTS} times "
-                            f"without converging (last: {getattr(run, 'last_breakdown', 'true residual check')})")
+                            f"without converging (last: {run.last_breakdown or 'true residual check'})")
     return run.x, run.iterations, "diverged_its"
 
 

@@ -24,7 +24,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
     """
     run = SolverRun("bicgstab", A, b, x0, rtol, atol, maxiter, M, callback, comm, monitor, latency)
     result = run.run(_bicgstab_loop)
-    result.restarts = getattr(run, "restarts", 0)
+    result.restarts = run.restarts
     return result
 
 

@@ -65,7 +65,12 @@ class SolverRun:
         self.rtol, self.atol_given = float(rtol), float(atol)
         self.atol = max(self.atol_given, self.rtol * self.bnorm)
         self.history = []
+        # what some methods report besides the common result (SolveResult has them too)
         self.replacements = 0   # a pipelined method's residual replacements and restarts from x
+        self.restarts = 0       # BiCGStab's shadow-space restarts; a deep pipeline's restarts
+        self.shifts = None      # a deep pipeline's basis shifts
+        self.handed_over = None  # the iteration p(l)-CG handed over to p-CG at
+        self.last_breakdown = None
         self.spmv_before = (A.spmv_time, A.spmv_count)
         self.pc_before = self.M.time if self.M is not None else 0.0   # a preconditioner given may be reused
 

@@ -53,10 +53,15 @@ class SolveResult(tuple):
         Seconds in ``spmv``, ``pc``, ``reductions_blocked``, ``total``; counts too.
     reductions : FusedReduction
         Its ``events`` are the trace of starts, local work and waits.
+    loop, replacements, restarts, shifts, handed_over :
+        Which loop ran, and what some methods report (defaults where a method has none).
     """
 
-    loop = "python"     # "compiled" where the derived method's compiled loop ran
+    loop = "python"     # "compiled" where the method's compiled loop ran
     replacements = 0    # residual replacements (and restarts from x) of a pipelined method
+    restarts = 0        # BiCGStab's shadow-space restarts; a deep pipeline's restarts
+    shifts = None       # a deep pipeline's basis shifts
+    handed_over = None  # the iteration p(l)-CG handed over to p-CG at (None: it did not)
 
     def __new__(cls, x, info, **details):
         self = super().__new__(cls, (x, info))
