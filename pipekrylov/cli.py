@@ -184,17 +184,7 @@ def model_command(args):
     if ranks[-1] != args.max_ranks:
         ranks.append(args.max_ranks)
     rows = model.predict(machine, A_n, A_nnz, ranks)
-    ours = [f"{m} {loop}" for m, loop in model.PACKAGE if f"{m} {loop}" in machine.fixed]
-    print(f"model: {args.problem} (n = {A_n}, nnz = {A_nnz}) on {machine.name} ({machine.source})")
-    print("microseconds per iteration: an ideal code (cg ... p(l)-cg), then this package's loops")
-    print(f"{'ranks':>7s} {'cg':>10s} {'cg-single':>10s} {'p-cg':>10s} {'p(l)-cg':>10s} {'best l':>6s} "
-          f"{'p(l)-cg / cg':>12s}" + "".join(f" {name:>15s}" for name in ours))
-    for r in rows:
-        print(f"{r['ranks']:7d} {r['cg'] * 1e6:10.2f} {r['cg-single'] * 1e6:10.2f} {r['p-cg'] * 1e6:10.2f} "
-              f"{r['p(l)-cg'] * 1e6:10.2f} {r['best_depth']:6d} {r['speedup_plcg_over_cg']:12.2f}" +
-              "".join(f" {r[name] * 1e6:15.2f}" for name in ours))
-    for (slow, fast), p in model.crossovers(rows).items():
-        print(f"{fast} faster than {slow}: " + (f"from {p} ranks" if p else "not up to the largest rank count"))
+    print(model.report(rows, machine, f"{args.problem} (n = {A_n}, nnz = {A_nnz})"))
     if args.plot:
         model.plot_prediction(rows, machine, args.problem, args.plot)
         print("wrote", args.plot)

@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 __all__ = ["Machine", "MACHINES", "METHODS", "PACKAGE", "time_per_iteration", "best_depth", "predict",
-           "crossovers", "plot_prediction", "calibrate"]
+           "crossovers", "report", "plot_prediction", "calibrate"]
 
 # the loops this package runs each modelled method on (the others have the Python loop only)
 PACKAGE = (("cg", "compiled"), ("p-cg", "compiled"), ("p-cg", "python"), ("p(l)-cg", "python"))
@@ -192,6 +192,23 @@ def crossovers(rows, pairs=(("cg", "p-cg"), ("cg", "p(l)-cg"), ("cg compiled", "
                 k -= 1
             out[(slow, fast)] = rows[k]["ranks"]
     return out
+
+
+def report(rows, machine, title):
+    """The prediction as a table (microseconds per iteration: the ideal code, then this
+    package's loops), with the crossover rank counts."""
+    ours = [f"{m} {loop}" for m, loop in PACKAGE if f"{m} {loop}" in machine.fixed]
+    lines = [f"model: {title} on {machine.name} ({machine.source})",
+             "microseconds per iteration: an ideal code (cg ... p(l)-cg), then this package's loops",
+             f"{'ranks':>7s} {'cg':>10s} {'cg-single':>10s} {'p-cg':>10s} {'p(l)-cg':>10s} {'best l':>6s} "
+             f"{'p(l)-cg / cg':>12s}" + "".join(f" {name:>15s}" for name in ours)]
+    for r in rows:
+        lines.append(f"{r['ranks']:7d} {r['cg'] * 1e6:10.2f} {r['cg-single'] * 1e6:10.2f} {r['p-cg'] * 1e6:10.2f} "
+                     f"{r['p(l)-cg'] * 1e6:10.2f} {r['best_depth']:6d} {r['speedup_plcg_over_cg']:12.2f}" +
+                     "".join(f" {r[name] * 1e6:15.2f}" for name in ours))
+    for (slow, fast), p in crossovers(rows).items():
+        lines.append(f"{fast} faster than {slow}: " + (f"from {p} ranks" if p else "not up to the largest rank count"))
+    return "\n".join(lines)
 
 
 def plot_prediction(rows, machine, problem, path):

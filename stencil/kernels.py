@@ -50,9 +50,9 @@ def _loop_comment(ndim, variable, periodic):
     rows = ["s", "n", "b", "t"] if ndim == 3 else ["b", "t"]
     neighbours = ["c[i - 1]", "c[i + 1]"] + [f"{r}[i]" for r in rows]
     sides = ", s = sides[2*r], n = sides[2*r + 1]" if ndim == 3 else ""
-    return [f"# row{{n}}(w, c, a, sides, c0, c1), for each layer r < n, with the rows c = c[r + 1],",
+    return ["# row{n}(w, c, a, sides, c0, c1), for each layer r < n, with the rows c = c[r + 1],",
             f"# b = c[r], t = c[r + 2]{sides}, a = a[r] (variable coefficients), w = w[r]:",
-            f"#     for i in range(1, nx - 1): w[i] = " + _update(ndim, variable, "c[i]", neighbours, "a[i]")] + (
+            "#     for i in range(1, nx - 1): w[i] = " + _update(ndim, variable, "c[i]", neighbours, "a[i]")] + (
             ["#     and i = 0, nx - 1 alike with c[i - 1], c[i + 1] wrapped"] if periodic else [])
 
 

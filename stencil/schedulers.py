@@ -35,8 +35,8 @@ class Sweep:
     ``steps_per_pass`` is only the halo depth between exchanges on several processes.
     ``streaming_stores=True`` writes the new grid by non-temporal stores, which skip
     reading it first (16 B per update instead of 24, :mod:`stencil.vector_row`): for
-    grids far larger than the cache, on CPUs with 64-byte vectors (AVX-512; 1.01-1.55x
-    the plain sweep here, slower with narrower ones).  A grid that fits in cache is
+    grids far larger than the cache, on CPUs with 64-byte vectors (AVX-512; slower with
+    narrower ones, docs/stencil.md).  A grid that fits in cache is
     better left there: the default is off.
     """
     threads: int = 2
@@ -121,27 +121,16 @@ class PipelinedBlocking:
 class WavefrontTiles:
     """Temporal blocking in each core's private cache: skewed tiles, handed round a team.
 
-    Axis 1 (the rows of a 3D plane, the points of a 2D row) is cut into tiles of
-    ``tile``; tile ``t`` at step ``s`` is shifted back by ``s`` (skewed), so that, once
-    tile ``t-1`` is done, tile ``t`` depends on nothing after it.  One thread takes a
-    tile through all the steps of a pass as a wavefront along axis 0 (at front ``f``,
-    step ``s`` updates layer ``f - s``): the few layers of the tile between its leading
-    and trailing step stay in the core's L2 cache, and the grid is read and written in
-    memory once per pass.  Tiles go round the team (thread ``t mod team``); a thread
-    runs its tile's fronts up to ``f`` once tile ``t-1`` has passed front ``f``, which
-    covers both hazards at the tile edge (step ``s`` reads step ``s-1``'s values of the
-    neighbour tile; it overwrites values of step ``s-2`` that tile ``t-1``'s step ``s-1``
-    reads).  It synchronizes every ``fronts_per_sync`` fronts.
+    Axis 1 is cut into skewed tiles of ``tile`` rows (points in 2D); one thread takes a
+    tile through the ``steps_per_pass`` steps of a pass as a wavefront along axis 0, the
+    tiles going round the ``team``, which meets every ``fronts_per_sync`` fronts.  The
+    algorithm and its hazards: docs/stencil.md ("Skewed tiles in each core's cache").
 
     ``tile`` and ``fronts_per_sync`` default (None) to 16 rows and 8 fronts in 3D, 1024
-    points and 256 fronts in 2D (where a front of a tile is much less work); 16 steps per
-    pass were the most reliable choice here with the earlier kernels (3D 420^3: 1.50-1.72x
-    the sweep in three runs, against 1.29-1.97x with 8; with the vector row the autotuner
-    picks 8 or 16, README), but they are also the halo depth on several processes: each
-    rank must own at least that many layers.
-
-    With a periodic axis 1 its ends are neighbours and tiles have no order: the whole
-    axis is one tile, run by one thread (use :class:`PipelinedBlocking` there).
+    points and 256 fronts in 2D (where a front of a tile is much less work).
+    ``steps_per_pass`` is also the halo depth on several processes: each rank must own at
+    least that many layers.  With a periodic axis 1 the whole axis is one tile, run by one
+    thread (use :class:`PipelinedBlocking` there).
     """
     team: int = 2
     tile: int = None

@@ -1,35 +1,14 @@
 """The row update of every kernel: explicit vectors, several layers per loop, as LLVM IR.
 
-Numba's loop vectorizer turns the row loop of the generated Python into 4-double vectors
-with seven loads per vector (the centre, its two shifted copies, four neighbour rows), two
-of them unaligned and splitting cache lines.  This row loop, written as LLVM IR through
-:func:`numba.extending.intrinsic`, updates the same row of ``layers`` consecutive layers
-in one pass along the row:
-
-* vectors of 8 doubles, one 64-byte cache line, aligned to the first output row's cache
-  lines; the partial vectors before the first boundary and after the last full vector
-  are masked loads and stores (scalar code there cost the in-core-bound tiles 10%);
-* each centre row is loaded once per vector and its left and right neighbours are
-  shuffled out of consecutive centre vectors;
-* the layers share their rows along axis 0: layer ``k``'s upper neighbour is layer
-  ``k+1``'s centre and layer ``k+2``'s lower one, so four layers load six rows (plus
-  their own rows along axis 1 in 3D) where four separate passes would load twelve;
-* the same additions in the same order as :mod:`stencil.kernels`, so results stay bit for
-  bit those of the reference.
-
-In 3D that is 14 loads per 32 updates against 56 of Numba's loop: the load ports are left
-to the cache lines streaming in, and the four layers read four planes from memory at once.
-The 3D sweep of a grid far larger than the cache ran at 0.80-0.82 of the STREAM copy's
-rate with Numba's loop, 0.85-0.87 with this row of one layer, 1.01-1.16 with four (README).
-
-With ``nontemporal=True`` the stores are streaming stores: a plain store first reads the
-line it writes (write-allocate), so a sweep moves 24 B per update, a non-temporal store
-writes the whole line without reading it: 16 B.  LLVM emits one only for a store aligned
-to the vector, never from a scalar store of Python source; one per line needs the
-8-double vectors (with 4-double ones, two per line, the streaming sweep ran at 0.81x the
-plain one here, with 8-double ones 1.01-1.55x).  A layer whose rows do not share the first
-one's alignment within a cache line stores plainly.  Streaming stores are weakly ordered:
-:func:`store_fence` (an ``mfence``) must follow them before another thread reads the grid.
+Numba's loop vectorizer gives 4-double vectors with seven loads each, two of them
+unaligned.  This row loop, written as LLVM IR through :func:`numba.extending.intrinsic`,
+updates the same row of ``layers`` consecutive layers in one pass: 8-double vectors
+aligned to the output's cache lines (masked at the ends), each centre row loaded once and
+its neighbours shuffled out of it, the layers sharing their rows along axis 0, the
+additions in the reference's order (results bit for bit).  With ``nontemporal=True`` the
+stores are streaming stores, weakly ordered: :func:`store_fence` must follow them before
+another thread reads the grid.  Why each choice, and what it gained: docs/stencil.md
+("The vector row").
 """
 import functools
 

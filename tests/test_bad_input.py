@@ -5,7 +5,7 @@ import scipy.sparse as sp
 
 import pipekrylov as pk
 from pipekrylov.parallel import RowPartition
-from helpers import load, matrix_path
+from helpers import load
 
 MALFORMED = {
     "banner": ("%%MatrixMarkte matrix coordinate real general\n2 2 1\n1 1 1.0\n", ValueError, "banner"),

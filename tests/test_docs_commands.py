@@ -53,3 +53,22 @@ def test_quoted_command_parses_help(kind, target, sub, capsys, monkeypatch):
             runpy.run_path(path, run_name="__main__")
     assert stop.value.code in (0, None), capsys.readouterr().err
     assert "usage:" in capsys.readouterr().out
+
+
+def _module_files(package):
+    folder = os.path.join(ROOT, "pipekrylov", package)
+    return {f for f in os.listdir(folder) if f.endswith(".py") and f != "__init__.py"}
+
+
+def test_deep_module_table_matches_the_code():
+    with open(os.path.join(ROOT, "docs", "deep.md")) as f:
+        listed = set(re.findall(r"^\| `deep/(\w+\.py)` \|", f.read(), re.M))
+    assert listed == _module_files("deep")
+
+
+@pytest.mark.parametrize("package", ["derive", "deep", "petsc"])
+def test_design_names_every_module(package):
+    with open(os.path.join(ROOT, "docs", "design.md")) as f:
+        text = f.read()
+    missing = sorted(m for m in _module_files(package) if m not in text)
+    assert not missing, f"docs/design.md does not name {missing} of pipekrylov/{package}/"

@@ -1,6 +1,4 @@
 """Distributed CSR: construction, SpMV, halo exchange and the readers, against scipy."""
-import os
-
 import numpy as np
 import pytest
 import scipy.sparse as sp

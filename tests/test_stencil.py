@@ -4,7 +4,6 @@ import itertools
 
 import numpy as np
 import pytest
-from mpi4py import MPI
 
 from stencil import (Checkpoint, PipelinedBlocking, Stencil, Sweep, WavefrontTiles, advance,
                      autotune, gather_layers, kernel_source, layer_partition, reference_run,

@@ -5,8 +5,11 @@
     >>> x, info = pcg(A, b, rtol=1e-8, M="jacobi")         # the classic solvers' contract
     >>> print(pipekrylov.derive.derive("bicgstab"))        # the derived algorithm, readable
 
-The driver is a short list of pure passes (see :mod:`.passes`); every intermediate form
-is kept on the result and prints readably.  A derivation is accepted only after the
+A derivation is a chain of pure passes, each from one form (:mod:`.forms`) to the next:
+:mod:`.versions` -> :mod:`.auxiliaries` -> :mod:`.reductions` -> :mod:`.scheduling` ->
+:mod:`.replacement`; every form prints readably.  :mod:`.codegen` turns the schedule into
+kernels and source, which :mod:`.pyloop` runs in Python and :mod:`.compiled` as one
+compiled loop.  A derivation is accepted only after the
 derived solver reproduces the base method's residual history on a small random problem
 (:func:`verify`).
 """
@@ -17,8 +20,11 @@ import numpy as np
 
 from .method import Method
 from .methods import BASE_METHODS
-from .passes import (NoPipelinedForm, find_segments, fuse_reductions, residual_replacement,
-                     schedule)
+from .auxiliaries import find_segments
+from .forms import NoPipelinedForm
+from .reductions import fuse_reductions
+from .replacement import residual_replacement
+from .scheduling import schedule
 
 __all__ = ["Method", "BASE_METHODS", "derive", "pipelined", "loop", "verify", "check_depth", "DerivationError",
            "NoPipelinedForm"]
@@ -49,7 +55,7 @@ def derive(method, depth=1, replace_every=None, replace_automatic=False):
         Pipeline depth: 1 (each reduction hidden behind one segment's operator work).
         Deeper pipelines are the deep templates' (:func:`pipekrylov.pipelining.algorithm`).
     replace_every, replace_automatic :
-        Residual replacement, see :func:`.passes.residual_replacement`.
+        Residual replacement, see :func:`.replacement.residual_replacement`.
     """
     check_depth(depth)
     method = _method(method)
@@ -63,8 +69,10 @@ def derive(method, depth=1, replace_every=None, replace_automatic=False):
 
 @functools.lru_cache(maxsize=None)
 def _generated(sched):
+    """The Python loop of a schedule's generated code, once per schedule."""
     from .codegen import generate
-    return generate(sched)
+    from .pyloop import PythonLoop
+    return PythonLoop(generate(sched))
 
 
 @functools.lru_cache(maxsize=None)
@@ -107,7 +115,7 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, c
     generated = _generated(sched)
     if check:
         verify(method, depth)
-    digest = "source sha256 " + hashlib.sha256(generated.source.encode()).hexdigest()[:16]
+    digest = "source sha256 " + hashlib.sha256(generated.code.source.encode()).hexdigest()[:16]
 
     def solver(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
                comm=None, monitor=False, latency=0.0, loop="auto"):
@@ -129,7 +137,7 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, c
     solver.__doc__ = (f"Pipelined {method.title}, derived by pipekrylov.derive.\n\n"
                       "Arguments and result as pipekrylov.cg.\n\n" + str(sched))
     solver.schedule = sched
-    solver.source = generated.source
+    solver.source = generated.code.source
     solver.method = method
     solver.compiled_source = lambda: _compiled_source(sched)
     return solver

@@ -1,6 +1,6 @@
 """The compiled loop at run time: a generated solver's iterations in one Numba call.
 
-:class:`CompiledSolver` wraps a :class:`.codegen.GeneratedSolver` (the Python loop) and
+:class:`CompiledSolver` wraps a :class:`.pyloop.PythonLoop` and
 runs the same algorithm with its iterations compiled (:mod:`.loopgen`).  Python is
 entered once per solve, and again only for what the Python loop's own code then does:
 the start-up and restarts, confirming convergence against ``b - A x``, residual
@@ -27,8 +27,9 @@ class CompiledSolver:
     """The compiled loop of one generated solver; call it with a SolverRun, as the
     Python loop is called."""
 
-    def __init__(self, generated):
-        self.python = generated
+    def __init__(self, python):
+        self.python = python
+        generated = python.code
         m = generated.method
         startup = {st.target for st in m.parsed_startup if st.kind in ("apply", "zero", "lincomb")}
         names = sorted(set(generated.storage) | {"x", "b"} | set(m.constants) | startup)
@@ -87,7 +88,7 @@ class CompiledSolver:
         S = np.zeros(max(1, len(self.scalars)))
         D, send = np.zeros(self.width), np.zeros(self.width)
         C = np.zeros(self.coefficients)
-        ints, floats = loop_state(run, self.python.replace_every or 0, self.python.check_every or 0)
+        ints, floats = loop_state(run, self.python.code.replace_every or 0, self.python.code.check_every or 0)
         hist, trace = np.empty(BUFFERED), np.empty((BUFFERED * len(self.labels), 6))   # read up to their counts
         A, P, R, key = operands(run)
         args = (V, S, D, C, ints, floats, hist, trace, send, A, P, R)

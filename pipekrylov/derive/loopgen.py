@@ -1,7 +1,7 @@
 """Code generation for the compiled loop: a generated solver's whole iteration as one
 Numba function (source text only; :mod:`.compiled` runs it).
 
-The loop does per iteration what :class:`.codegen.GeneratedSolver` does in Python:
+The loop does per iteration what :class:`.pyloop.PythonLoop` does in Python:
 start each reduction (``MPI_Iallreduce``), apply the operators that overlap it (the
 SpMV with its halo exchange, the preconditioner: none, Jacobi or block-Jacobi
 ILU(0)/IC(0)) poking the reduction with ``MPI_Test`` every few rows, wait, test for
@@ -57,7 +57,7 @@ def _names(expression, scalars=()):
 
 
 def loop_source(solver, rows):
-    """The generated module of ``solver`` (a :class:`.codegen.GeneratedSolver`); ``rows``
+    """The generated module of ``solver`` (a :class:`.codegen.GeneratedCode`); ``rows``
     maps each vector's name to its index in the loop's tuple of vectors ``V``.  Returns
     ``(source, scalars, checks)``: the scalar names in the order of the state array
     ``S``, and the breakdown checks ``(name, condition, reason)`` by their index."""
@@ -117,7 +117,7 @@ def loop_source(solver, rows):
         emit(f"trace[I[{I.TRACE}], 1] = MPI_Wtime()", depth)
         emit(f"trace[I[{I.TRACE}], 5] = {k}", depth)
         for img in ph.overlap:
-            src, dst = _store(img.parent), _store(img)
+            src, dst = img.parent.name, img.name
             call = "spmv" if img.word[0] == "A" else "precondition"
             operands = "A" if img.word[0] == "A" else "P"
             emit(f"{call}(v_{src}, v_{dst}, {operands}, R, I, F, True)   # {dst} = {img.word[0]} {src}", depth)
@@ -209,14 +209,10 @@ def startup_source(solver, rows):
         elif st.kind == "dot" or (st.kind == "scalar" and not _constant(st.expression)):
             return None
     for img in solver.start_images:
-        src, dst = _store(img.parent), _store(img)
+        src, dst = img.parent.name, img.name
         call, operands = ("spmv", "A") if img.word[0] == "A" else ("precondition", "P")
         lines.append(f"    {call}(v_{src}, v_{dst}, {operands}, R, I, F, False)   # {dst} = {img.word[0]} {src}")
     for j, (a, b) in enumerate(solver.schedule.reductions.pairs[0]):
-        lines.append(f"    send[{j}] = dot(v_{_store(a)}, v_{_store(b)})")
+        lines.append(f"    send[{j}] = dot(v_{a.name}, v_{b.name})")
     lines.append("    return 0")
     return "\n".join(lines) + "\n"
-
-
-def _store(img):
-    return f"{img.word}{img.version.name}"

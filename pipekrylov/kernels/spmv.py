@@ -2,8 +2,7 @@
 
 Index types were chosen by measurement (benchmarks/spmv.py): unsigned ``uint32`` column
 indices and unsigned row pointers, because Numba adds a negative-index wraparound test to
-every access through a signed index, and that test, not memory, bounded the signed loops
-(1.3-1.5x slower here).  Row pointers are ``uint32`` while a rank's block has fewer than
+every access through a signed index, and that test, not memory, bounded the signed loops.  Row pointers are ``uint32`` while a rank's block has fewer than
 2^32 nonzeros (4 bytes less per row, as PETSc's 32-bit PetscInt), else ``uint64``.  The
 inner loop is unrolled by two with two accumulators, as PETSc's
 ``PetscSparseDensePlusDot`` does.
@@ -19,8 +18,8 @@ the same diagonals (column - row offsets).  ``RowRuns`` stores the values of suc
 *diagonal runs* a second time, by diagonal (entry j of row r at ``values[j, r]``, so that
 diagonal j of consecutive runs is one stream in memory; 8 bytes per row and diagonal),
 and the kernel then reads no column indices and no row pointers: each term is two
-contiguous streams, and the loop vectorizes (1.8x faster from memory than the CSR runs
-on a 5-point matrix, benchmarks/spmv.py).
+contiguous streams, and the loop vectorizes (benchmarks/spmv.py measures it against the
+CSR runs).
 The sums are the same balanced trees in the same column order, so the results are bit
 for bit those of the CSR runs.
 """
