@@ -1,6 +1,7 @@
 """The compiled loop against the Python loop it compiles: the same residual norms bit for
 bit, the same reasons, monitor lines, callbacks, replacements and trace; errors on every
 rank; the MPI binding of both ABIs."""
+import functools
 import io
 
 import numpy as np
@@ -14,14 +15,17 @@ from pipekrylov.parallel import native
 from pipekrylov.precond import Jacobi
 from helpers import NONSYMMETRIC, SPD, problem
 
-SYMMETRIC_METHODS = ["cg", "cg-hs", "cr", "classic-cg", "classic-cr"]
+SYMMETRIC_METHODS = ["cg", "cg-hs", "cr", "classic-cg", "classic-cr", "p(1)-cg", "p(2)-cg", "p(3)-cg"]
 GENERAL_METHODS = ["bicgstab", "cgs"]
 PCS = [None, "jacobi", "ilu0"]
 COMM = MPI.COMM_WORLD
 
 
 def solver_for(name):
-    """pk.cg, pk.cr for "classic-cg", "classic-cr", else the derived method."""
+    """pk.cg, pk.cr for "classic-cg", "classic-cr", p(l)-CG for "p(l)-cg", else the derived
+    method."""
+    if name.startswith("p("):
+        return functools.partial(pk.plcg, depth=int(name[2]))
     return {"classic-cg": pk.cg, "classic-cr": pk.cr}.get(name) or pk.pipelined(name)
 
 
@@ -107,7 +111,7 @@ def test_residual_replacement_is_the_same(options):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("name", ["cg", "classic-cg", "classic-cr"])
+@pytest.mark.parametrize("name", ["cg", "classic-cg", "classic-cr", "p(2)-cg"])
 def test_maxiter_and_iteration_count(name):
     A, _ = problem(COMM, "poisson2d")
     c, p = both(name, A, rhs(A), rtol=1e-14, maxiter=7, M="jacobi")
@@ -158,7 +162,7 @@ def test_trace_and_injected_latency():
     wait ends before its reduction's start + the injected latency."""
     A, _ = problem(COMM, "poisson2d")
     latency = 2e-4
-    for name in ("bicgstab", "classic-cg", "classic-cr"):
+    for name in ("bicgstab", "classic-cg", "classic-cr", "p(2)-cg", "p(3)-cg"):
         check_trace(*both(name, A, rhs(A), rtol=1e-8, M="jacobi", latency=latency), latency)
 
 
@@ -167,7 +171,12 @@ def check_trace(c, p, latency):
     events = c.reductions.events
     kinds = [e.kind for e in events]
     assert kinds.count("start") == kinds.count("wait") == c.reductions.count == p.reductions.count
-    assert [e.label for e in events] == [e.label for e in p.reductions.events]
+    # the waits in order; the starts as a set (the compiled loop's are read when they are
+    # waited for); the work between is traced in spans of each loop's own
+    labels = [[e.label for e in r.reductions.events if e.kind == "wait"] for r in (c, p)]
+    assert labels[0] == labels[1]
+    labels = [sorted(e.label for e in r.reductions.events if e.kind == "start") for r in (c, p)]
+    assert labels[0] == labels[1]
     starts = {e.id: e.start for e in events if e.kind == "start"}
     for e in events:
         if e.kind == "wait" and e.id in starts and e.label != "||b||":
@@ -178,7 +187,7 @@ def check_trace(c, p, latency):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("name", ["cg", "classic-cg"])
+@pytest.mark.parametrize("name", ["cg", "classic-cg", "p(2)-cg"])
 def test_breakdown_has_the_same_reason_on_every_rank(name):
     """CG on an indefinite matrix: the compiled loop's check names the same reason."""
     n = 300
@@ -204,7 +213,7 @@ def test_overflow_inside_the_loop_stops_every_rank_alike(name):
 
 
 @pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("name", ["cg", "classic-cg", "classic-cr"])
+@pytest.mark.parametrize("name", ["cg", "classic-cg", "classic-cr", "p(2)-cg"])
 def test_a_callback_failing_on_one_rank_raises_everywhere(name):
     A, _ = problem(COMM, "poisson2d")
 
@@ -265,7 +274,6 @@ def test_unsupported_says_why():
     run = Run()
     run.A, run.M = A, None
     assert unsupported(run) is None
-    assert "warm start" in unsupported(run, state={"x": 0})
     run.M = object()
     assert "user operator" in unsupported(run)
 
@@ -290,3 +298,36 @@ def test_generated_loop_prints():
     text = pk.pipelined("cg").compiled_source()
     assert "def loop(" in text and "MPI_Iallreduce" in text and "# MPI ABI:" in text
     assert "s_alpha = s_gamma / (s_delta - s_beta * s_gamma / s_alpha_old)" in text
+
+
+@pytest.mark.mpi
+def test_plcg_monitor_lines_callbacks_and_hand_over_are_the_same():
+    """p(l)-CG's compiled cycles, and the hand-over to p-CG (a warm start of its compiled
+    loop): the same monitor lines (restarts, the hand-over), callbacks and history."""
+    A, _ = problem(COMM, "1138_bus")
+    b = rhs(A)
+    seen = {}
+    for loop in ("compiled", "python"):
+        stream, calls = io.StringIO(), []
+        res = pk.plcg(A, b, depth=3, rtol=1e-8, M="jacobi", loop=loop, monitor=stream,
+                      callback=lambda xk: calls.append(xk.copy()))
+        seen[loop] = (res, stream.getvalue(), calls)
+    (c, text_c, calls_c), (p, text_p, calls_p) = seen["compiled"], seen["python"]
+    assert_same(c, p)
+    assert c.handed_over is not None and c.handed_over == p.handed_over
+    assert text_c == text_p
+    assert len(calls_c) == len(calls_p) == c.iterations
+    for a, b_ in zip(calls_c, calls_p):
+        np.testing.assert_array_equal(a, b_)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("depth", [1, 2, 4])
+def test_plcg_restarts_are_the_same(depth):
+    """Breakdowns the drift check does not catch (drift_tol=None) restart from x: the
+    compiled cycle raises them as the Python loop does, and the next cycle starts alike."""
+    A, _ = problem(COMM, "bcsstk15")
+    options = dict(depth=depth, rtol=1e-8, M="jacobi", drift_tol=None, fallback_depth=None, maxiter=3000)
+    c, p = (pk.plcg(A, rhs(A), loop=loop, **options) for loop in ("compiled", "python"))
+    assert_same(c, p)
+    assert c.restarts == p.restarts and c.loop == "compiled"

@@ -18,7 +18,7 @@ of the last few columns (its ``G`` is banded), p(l)-GMRES every row of one cycle
 """
 import numpy as np
 
-__all__ = ["BandedColumns", "BasisBreakdown", "BasisDrift", "SqrtBreakdown", "complete_column"]
+__all__ = ["BandedColumns", "BasisBreakdown", "BasisDrift", "SqrtBreakdown", "complete_column", "in_order"]
 
 
 class BasisBreakdown(ArithmeticError):
@@ -87,6 +87,15 @@ class BandedColumns:
         return out
 
 
+def in_order(a, b):
+    """``a @ b`` summed in index order, as p(l)-CG's compiled loop sums it (BLAS's order
+    depends on the CPU and the length)."""
+    s = 0.0
+    for i in range(len(a)):
+        s += a[i] * b[i]
+    return s
+
+
 def complete_column(G, c, first_gram, gram):
     """Finish column ``c`` of ``G`` from Gram entries ``gram[i] = <z_c, z_(first_gram+i)>``
     (the last one ``<z_c, z_c>``); rows above ``first_gram`` must already be set.
@@ -97,9 +106,9 @@ def complete_column(G, c, first_gram, gram):
     """
     lo = max(0, c - G.width + 1)
     for i, r in enumerate(range(first_gram, c)):
-        G[r, c] = (gram[i] - G.rows(r, lo, r) @ G.rows(c, lo, r)) / G[r, r]
+        G[r, c] = (gram[i] - in_order(G.rows(r, lo, r), G.rows(c, lo, r))) / G[r, r]
     column = G.rows(c, lo, c)
-    square = gram[-1] - column @ column
+    square = gram[-1] - in_order(column, column)
     if not square > 0:
         raise SqrtBreakdown(c, square)
     G[c, c] = np.sqrt(square)

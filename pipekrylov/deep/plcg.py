@@ -33,11 +33,12 @@ import dataclasses
 
 import numpy as np
 
-from ..derive import BASE_METHODS, loop
-from ..kernels import fused_kernel
+from ..derive import BASE_METHODS, loop as derived_loop
 from ..parallel import collective_check
 from ..solvers.common import Breakdown, SolverRun
+from ..solvers.compiled import LoopCompileError, check_loop, unsupported
 from .basis import BandedColumns, BasisBreakdown, BasisDrift, complete_column
+from .compiled import compiled_cycle, level_update, next_column, solution_update
 from .pipeline import Pipeline, VectorPool
 from .spectrum import krylov_basis, resolve_shifts
 
@@ -50,7 +51,7 @@ CONTINUATION = dataclasses.replace(BASE_METHODS["cg"], norm="natural")
 
 def plcg(A, b, x0=None, *, depth=2, shifts="auto", interval=None, rtol=1e-5, atol=0.0, maxiter=None, M=None,
          callback=None, comm=None, monitor=False, latency=0.0, estimate_steps=30, drift_tol=1e-11,
-         fallback_depth=1):
+         fallback_depth=1, loop="auto"):
     """Solve ``A x = b`` (``A`` SPD) by p(l)-CG with pipeline depth ``depth``.  Collective.
 
     Arguments and result as :func:`pipekrylov.cg`, plus:
@@ -83,6 +84,13 @@ def plcg(A, b, x0=None, *, depth=2, shifts="auto", interval=None, rtol=1e-5, ato
         (default 1); None restarts at ``depth`` (PETSc's pipelcg stops instead): a basis
         that broke down once on a problem breaks down again.
 
+    loop : 'auto', 'compiled' or 'python'
+        Where each cycle iterates after its start: one compiled function
+        (:mod:`.compiled`; A a DistributedCSR or a matrix, M None, "jacobi", "ilu0", "ic0",
+        "bjacobi"), or Python; ``'auto'`` the compiled loop where it applies.  The
+        residual norms are the same, bit for bit; ``result.loop`` says which ran.  A
+        hand-over to p-CG runs on the Python loop.
+
     The result also has ``restarts`` (breakdowns and failed true-residual checks, each
     restarting from the current iterate), ``shifts`` (those of the first cycle),
     ``depth`` (that of the last cycle, 1 after a hand-over) and ``handed_over`` (the
@@ -91,18 +99,25 @@ def plcg(A, b, x0=None, *, depth=2, shifts="auto", interval=None, rtol=1e-5, ato
     against ``max(atol, rtol ||b||_M)``; without a preconditioner it is the 2-norm.
     """
     depth = _depth(depth)
+    check_loop(loop)
     if drift_tol is not None and not (isinstance(drift_tol, (int, float)) and 0 < drift_tol < np.inf):
         raise ValueError(f"drift_tol must be a positive number or None, got {drift_tol!r}")
     if fallback_depth is not None:
         fallback_depth = min(_depth(fallback_depth), depth)
     run = SolverRun(f"p({depth})-cg", A, b, x0, rtol, atol, maxiter, M, callback, comm,
-                    monitor, latency)
+                    monitor, latency, loop=loop)
     run.restarts, run.shifts, run.depth, run.handed_over = 0, None, depth, None
     _check_depth_fits(run, depth)
+    why = unsupported(run) if loop != "python" else None
+    if why is not None and loop == "compiled":
+        raise ValueError(f"{run.method}: loop='compiled' cannot run this solve: {why}")
+    chosen = loop if why is None else "python"
+    loops = []   # the loop each cycle ran
     result = run.run(lambda run: _solve(run, depth, shifts, interval, int(estimate_steps),
-                                        drift_tol, fallback_depth))
+                                        drift_tol, fallback_depth, chosen, loops))
     result.restarts, result.shifts, result.depth = run.restarts, run.shifts, run.depth
     result.handed_over = run.handed_over
+    result.loop = "python" if chosen == "python" or "python" in loops else "compiled"
     return result
 
 
@@ -138,14 +153,14 @@ def natural_norm_tolerance(run):
     run.atol = max(run.atol_given, run.rtol * run.bnorm)
 
 
-def _solve(run, depth, shifts, interval, estimate_steps, drift_tol, fallback_depth):
+def _solve(run, depth, shifts, interval, estimate_steps, drift_tol, fallback_depth, loop, loops):
     natural_norm_tolerance(run)
     shifts_at = resolve_shifts(run, shifts, interval, depth, estimate_steps, symmetric=True)
     run.shifts = shifts_at(depth)
     first = True
     while run.iterations < run.maxiter:
         try:
-            if _cycle(run, run.depth, shifts_at(run.depth), first, drift_tol):
+            if _cycle(run, run.depth, shifts_at(run.depth), first, drift_tol, loop, loops):
                 return run.x, run.iterations, run.stop_reason()
             if run.iterations >= run.maxiter:
                 break
@@ -153,7 +168,7 @@ def _solve(run, depth, shifts, interval, estimate_steps, drift_tol, fallback_dep
         except BasisDrift as drift:
             run.note(f"{drift} after iteration {run.iterations}: CG goes on as p-CG (depth 1)")
             run.depth, run.handed_over = 1, run.iterations
-            return continue_in_pcg(run, drift.direction)
+            return continue_in_pcg(run, drift.direction, loop)
         except BasisBreakdown as exc:
             run.last_breakdown = cause = str(exc)
             if fallback_depth is not None:
@@ -167,20 +182,35 @@ def _solve(run, depth, shifts, interval, estimate_steps, drift_tol, fallback_dep
     return run.x, run.iterations, "diverged_its"
 
 
-def _cycle(run, l, sigma, report_initial, drift_tol):
+def _cycle(run, l, sigma, report_initial, drift_tol, loop, loops):
     """One p(l)-CG run from ``run.x`` until convergence (True), the iteration limit or
     a failed true-residual check (False); raises BasisBreakdown or BasisDrift.  Waits for
     every reduction it started before it returns or raises."""
     A, x = run.A, run.x
+    compiled = _compiled(run, l, loop)
+    loops.append("python" if compiled is None else "compiled")
     pool = VectorPool(len(x))
     pipe = Pipeline(run.reduction)
     try:
-        return _iterate(run, A, x, l, sigma, pool, pipe, report_initial, drift_tol)
+        return _iterate(run, A, x, l, sigma, pool, pipe, report_initial, drift_tol, compiled)
     finally:
         pipe.drain()
 
 
-def continue_in_pcg(run, direction):
+def _compiled(run, l, loop):
+    """The compiled iterations of depth ``l`` (None: the Python loop's).  Compiled or loaded
+    before any collective of the cycle: a failure to compile happens on every rank."""
+    if loop == "python":
+        return None
+    try:
+        return compiled_cycle(l).ready(run)
+    except LoopCompileError:
+        if loop == "compiled":
+            raise
+        return None
+
+
+def continue_in_pcg(run, direction, loop="auto"):
     """CG from ``run.x`` and the last search direction, as derived p-CG testing the same
     natural norm.  Collective.  Its start-up scalars are set so that its first ``beta``
     makes the new direction A-conjugate to ``direction`` (CG's own ``beta`` in exact
@@ -195,10 +225,10 @@ def continue_in_pcg(run, direction):
     if pi > 0 and tau != 0:
         state["gamma_old"] = -gamma * pi / tau       # beta = gamma / gamma_old = -tau / pi
         state["alpha_old"] = state["gamma_old"] / pi
-    return loop(CONTINUATION, replace_automatic=True)(run, state)
+    return derived_loop(CONTINUATION, replace_automatic=True, loop=loop)(run, state)
 
 
-def _iterate(run, A, x, l, sigma, pool, pipe, report_initial, drift_tol):
+def _iterate(run, A, x, l, sigma, pool, pipe, report_initial, drift_tol, compiled=None):
     it0 = run.iterations
     apply_B = pipe.operator(run)
     G = BandedColumns(2 * l + 1, 2 * l + 2)
@@ -206,6 +236,8 @@ def _iterate(run, A, x, l, sigma, pool, pipe, report_initial, drift_tol):
     if start is None:
         return True
     beta, u, z, levels, exact = start
+    if compiled is not None:
+        return compiled(run, x, sigma, G, beta, u, z, levels, exact, drift_tol)
     floor = 0.0
     gamma, delta = [], []
     eta = zeta = 0.0
@@ -242,7 +274,7 @@ def _iterate(run, A, x, l, sigma, pool, pipe, report_initial, drift_tol):
             previous = it - 1 if it - 1 in z else it
             vectors = {"u": uw, "ui": u[it], "um": u[previous], "z": w, "zi": z[it], "zm": z[previous],
                        "v": levels[0][c], "vp": levels[0][c - 1], **{f"y{j}": z[c + j] for j in range(1, l)}}
-            dots = _next_column(l)(vectors, {"d": 1.0 / delta[k], "g": gamma[k] / delta[k],
+            dots = next_column(l)(vectors, {"d": 1.0 / delta[k], "g": gamma[k] / delta[k],
                                              "e": d_prev / delta[k]})
             u[it + 1], z[it + 1] = uw, w
             if it + 1 <= run.maxiter - it0:            # column it+1 is still needed
@@ -264,7 +296,7 @@ def _iterate(run, A, x, l, sigma, pool, pipe, report_initial, drift_tol):
                 raise Breakdown("diverged_indefinite_mat",
                                 f"matrix is not positive definite: (A v, v) = {eta:.3e} <= 0")
             raise BasisBreakdown(f"LDL^T pivot {eta:.3e} <= 0 in iteration {k}")
-        _solution_update()({"p": p, "v": levels[0][k], "x": x},
+        solution_update()({"p": p, "v": levels[0][k], "x": x},
                         {"a": -d_prev / eta, "t": 1.0 / eta, "zeta": zeta})
         pool.give(levels[0].pop(k - 1, None))
         run.iterations = it0 + k + 1
@@ -373,25 +405,8 @@ def _advance_levels(levels, top, k, sigma, gamma_k, delta_prev, delta_k, pool):
     for m in range(l):
         above = levels[m + 1][k] if m + 1 < l else top
         new = pool.take()
-        _level_update()({"q": new, "qk": levels[m][k], "top": above, "qm": levels[m].get(k - 1, above)},
+        level_update()({"q": new, "qk": levels[m][k], "top": above, "qm": levels[m].get(k - 1, above)},
                      {"a": (sigma[m] - gamma_k) / delta_k, "d": 1.0 / delta_k, "e": delta_prev / delta_k})
         levels[m][k + 1] = new
     for m in range(1, l):
         pool.give(levels[m].pop(k - 1, None))
-
-
-# fused_kernel caches its kernels: these calls cost a dictionary lookup per iteration
-def _next_column(l):
-    """The fused kernel: u, z three-term updates and the l + 1 dots of the next column,
-    and the drift check's."""
-    return fused_kernel(["u = d*u - g*ui - e*um", "z = d*z - g*zi - e*zm"],
-                        dots=["u.v"] + [f"u.y{j}" for j in range(1, l)] + ["u.z", "u.vp"],
-                        scalars=["d", "g", "e"])
-
-
-def _level_update():
-    return fused_kernel(["q = a*qk + d*top - e*qm"], scalars=["a", "d", "e"])
-
-
-def _solution_update():
-    return fused_kernel(["p = a*p + t*v", "x = x + zeta*p"], scalars=["a", "t", "zeta"])

@@ -143,13 +143,31 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, c
     return solver
 
 
-def loop(method, replace_automatic=False):
-    """The verified generated loop of a depth-1 method, ``loop(run, state=None) -> (x,
+def loop(method, replace_automatic=False, loop="auto"):
+    """The verified loop of a depth-1 method, ``run_loop(run, state=None) -> (x,
     iterations, reason)`` on a :class:`~pipekrylov.solvers.common.SolverRun` (which a
-    deep solver hands over to)."""
+    deep solver hands over to, with ``state`` a warm start): the compiled loop where
+    ``loop`` and the solve allow (as :func:`pipelined`), else the Python loop."""
+    from ..solvers.compiled import LoopCompileError, check_loop, unsupported
+    check_loop(loop)
     method = _method(method)
     verify(method)
-    return _generated(derive(method, 1, None, replace_automatic))
+    sched = derive(method, 1, None, replace_automatic)
+    python = _generated(sched)
+    compiled, error = _compiled(sched) if loop != "python" else (None, None)
+
+    def run_loop(run, state=None):
+        if compiled is not None and unsupported(run) is None:
+            try:
+                return compiled(run, state)
+            except LoopCompileError:   # before any collective, on every rank alike
+                if loop == "compiled":
+                    raise
+        elif loop == "compiled":
+            raise ValueError(f"{run.method}: loop='compiled' cannot run this solve: "
+                             f"{error or unsupported(run)}")
+        return python(run, state)
+    return run_loop
 
 
 def check_depth(depth):

@@ -56,15 +56,16 @@ class CompiledSolver:
         V, S, D, C, ints, floats, hist, trace, send, A, P, R = args
         return V, send, ints, floats, A, P, R
 
-    def _startup(self, run, vec, scal, V, args, begin):
-        """The start-up (compiled where it can be) and the first local dots into send;
-        its SpMV counts and times handed to Python."""
-        if self.compiled_startup:
+    def _startup(self, run, vec, scal, V, args, begin, state=None):
+        """The start-up (compiled where it can be; a warm start's ``state`` over it in
+        Python) and the first local dots into send; its SpMV counts and times handed to
+        Python."""
+        if self.compiled_startup and state is None:
             for name, expression in self.constants:
                 scal[name] = eval(expression, {}, scal)
             begin(*self._begin_args(args))
         else:
-            self.python.startup(run, vec, scal)
+            self.python.startup(run, vec, scal, state)
             self._bind(vec, V)
             send = args[8]
             send[:len(self.python.schedule.phases[0].pairs)] = self.python.first_dots(vec)
@@ -74,8 +75,10 @@ class CompiledSolver:
             raise MPI.Exception(int(ints[IntSlot.MPI_ERROR]))
 
     # -------------------------------------------------------------- running
-    def __call__(self, run):
-        """Run from ``run.x`` (a solve :func:`unsupported` accepts) -> (x, iterations, reason)."""
+    def __call__(self, run, state=None):
+        """Run from ``run.x`` (a solve :func:`unsupported` accepts) -> (x, iterations,
+        reason); ``state`` is a warm start, as for the Python loop (its first residual,
+        that of the iteration the count goes on from, is tested but not reported)."""
         g, sched = self.python, self.python.schedule
         # one array per vector, not rows of one: the noalias kernels' arguments must not
         # share a buffer (nor its reference count)
@@ -93,8 +96,11 @@ class CompiledSolver:
         A, P, R, key = operands(run)
         args = (V, S, D, C, ints, floats, hist, trace, send, A, P, R)
         kernel, begin = self.kernel(args, key, run.comm.Get_rank() == 0)   # no collective yet
-        self._startup(run, vec, scal, V, args, begin)
+        self._startup(run, vec, scal, V, args, begin, state)
         natural = g.method.norm == "natural"
+        warm = state is not None   # until its first test: stop there, test in Python
+        report = ints[IntSlot.STOP_AT_TEST]
+        ints[IntSlot.STOP_AT_TEST] |= warm
         run.replacements = 0
         restarted_at, resume = None, RESUME_TOP
         try:
@@ -113,6 +119,15 @@ class CompiledSolver:
                     raise MPI.Exception(int(ints[IntSlot.MPI_ERROR]))
                 if event == "failed":
                     run.reduction.raise_failure()
+                if event == "tested" and warm:
+                    warm, ints[IntSlot.STOP_AT_TEST] = False, report
+                    if float(floats[FloatSlot.RNORM]) <= run.atol:
+                        event = "converged"
+                    else:
+                        if iteration == run.maxiter:
+                            return self._stop(run, vec, iteration, "diverged_its")
+                        resume = RESUME_AFTER_TEST
+                        continue
                 if event == "tested":
                     if not run.converged(iteration, float(floats[FloatSlot.RNORM])):
                         if iteration == run.maxiter:

@@ -37,7 +37,7 @@ class Context:
         self.latency = 0.0
         self.restart = 30
         self.live_monitor = False
-        self.loop = "auto"   # of the methods with a compiled loop: CG and the derived ones
+        self.loop = "auto"   # of the methods with a compiled loop: CG, CR, the derived ones, p(l)-CG
         self.binding = None
         self.last_result = None
 
@@ -189,6 +189,7 @@ class Deep(Context):
         else:
             extra["fallback_depth"] = self.fallback_depth or None
             extra["drift_tol"] = self.drift_tol or None
+            extra["loop"] = self.loop   # p(l)-CG has a compiled loop; p(l)-GMRES runs in Python
         return pipelined(self.method, depth=self.depth), extra
 
     def describe(self):
@@ -197,6 +198,7 @@ class Deep(Context):
         if self.method == "cg":
             lines.append(f"hand-over to p-CG at drift {self.drift_tol or 'off'}, "
                          f"depth after a breakdown: {self.fallback_depth or self.depth}")
+            lines.append(f"loop: {self.loop}")
         else:
             lines.append(f"restart: {self.restart}")
         return lines

@@ -40,10 +40,8 @@ class LoopCompileError(TypeError):
     """Numba cannot type a method's compiled loop (``loop="auto"`` then runs the Python loop)."""
 
 
-def unsupported(run, state=None):
+def unsupported(run):
     """Why this solve cannot run on the compiled loop (None: it can)."""
-    if state is not None:
-        return "a warm start (a deep pipeline's hand-over) runs on the Python loop"
     if not isinstance(run.A, DistributedCSR):
         return f"A is a {type(run.A).__name__}, not a DistributedCSR or a matrix"
     if run.M is not None and type(run.M) not in (Jacobi, BlockJacobi):   # a subclass may apply otherwise
