@@ -4,9 +4,8 @@ One MPI job on 2 ranks (started here with ``mpiexec``) measures time per iterati
 difference of two solves, :mod:`pipekrylov.timing`; compilation excluded) of 2D Poisson
 with Jacobi:
 
-* against the unknowns per rank (256 to 65,536), as the machine is: our CG and p-CG on
-  the compiled loop, p(2)-CG (its loop is Python's), and PETSc's cg and pipecg where
-  petsc4py is installed.  Where the local work is small, the reduction's latency and each
+* against the unknowns per rank (256 to 65,536), as the machine is: our CG, p-CG and
+  p(2)-CG on the compiled loop, and PETSc's cg and pipecg where petsc4py is installed.  Where the local work is small, the reduction's latency and each
   code's fixed cost per iteration decide;
 * against a reduction latency injected into our solvers (0 to 500 us, as the Allreduce
   of a machine of thousands of nodes takes), at 4,096 unknowns per rank.  CG waits for
@@ -157,8 +156,7 @@ def table(rows):
 
     def us(v):
         return "-" if v is None else f"{v:.1f}"
-    lines = [f"Time per iteration (us), 2D Poisson, Jacobi, {RANKS} ranks; CG and p-CG on the compiled loop, "
-             "p(2)-CG on the Python loop"]
+    lines = [f"Time per iteration (us), 2D Poisson, Jacobi, {RANKS} ranks; ours on the compiled loop"]
     size = [[f"{r['local']:,}"] + [us(r.get(n)) for n in names] for r in rows if r["panel"] == "size"]
     lines += ["", "as the machine is, against the unknowns per rank:",
               markdown_table(["unknowns per rank"] + names, size)]
@@ -169,10 +167,6 @@ def table(rows):
     lines.append("")
     lines += [_crossover_text(crossover(rows, slow, fast), slow, fast) + "." for slow, fast in CROSSOVERS]
     return "\n".join(lines)
-
-
-def _label(name):
-    return name + " (Python loop)" if name == "p(2)-CG" else name
 
 
 def plot(rows, path):
@@ -186,7 +180,7 @@ def plot(rows, path):
     for name, (color, fmt) in style.items():
         points = [(r["local"], r[name]) for r in size if r.get(name) is not None]
         if points:
-            left.loglog(*zip(*points), fmt, color=color, label=_label(name), markersize=4)
+            left.loglog(*zip(*points), fmt, color=color, label=name, markersize=4)
     left.set_xlabel("unknowns per rank")
     left.set_ylabel("time per iteration (us)")
     left.set_title(f"as the machine is ({RANKS} ranks, shared memory)")
@@ -195,7 +189,7 @@ def plot(rows, path):
         color, fmt = style[name]
         points = [(r["latency_us"], r[name]) for r in lat if r.get(name) is not None]
         if points:
-            right.plot(*zip(*points), fmt, color=color, label=_label(name), markersize=4)
+            right.plot(*zip(*points), fmt, color=color, label=name, markersize=4)
     top = right.get_ylim()[1]
     for k, (slow, fast) in enumerate(CROSSOVERS):
         L = crossover(rows, slow, fast)
@@ -210,7 +204,7 @@ def plot(rows, path):
     for ax in (left, right):
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=9)
-    fig.suptitle("make demo: CG, p-CG (compiled loop) and p(2)-CG, 2D Poisson with Jacobi")
+    fig.suptitle("make demo: CG, p-CG and p(2)-CG on the compiled loop, 2D Poisson with Jacobi")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
