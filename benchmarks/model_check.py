@@ -8,8 +8,8 @@ costs at a few local sizes, each loop's fixed cost per iteration), then measures
 per iteration as ``benchmarks.strong_scaling_limit`` does (2D Poisson, Jacobi; the
 difference of two solves) at 1 and 2 ranks over shared memory and over TCP (Open MPI
 ``--mca btl tcp,self --mca btl_tcp_if_include lo``: a real reduction latency), and
-prints measured, modelled and their ratio for our cg (compiled loop), p-cg (compiled
-and Python loop) and p(2)-cg (Python loop).  The model's reduction latency is the median
+prints measured, modelled and their ratio for our cg (compiled loop), p-cg and p(2)-cg
+(compiled and Python loop).  The model's reduction latency is the median
 time of a blocking Allreduce each run measures; its halo exchange the same (on 2 ranks
 an Allreduce is one exchange of messages, as the halo's is).
 """
@@ -25,7 +25,8 @@ from pipekrylov.timing import grid
 
 # the benchmark's series: (model method, loop, depth)
 SERIES = {"cg": ("cg", "compiled", 1), "p-cg compiled": ("p-cg", "compiled", 1),
-          "p-cg python": ("p-cg", "python", 1), "p(2)-cg": ("p(l)-cg", "python", 2)}
+          "p-cg python": ("p-cg", "python", 1), "p(2)-cg compiled": ("p(l)-cg", "compiled", 2),
+          "p(2)-cg python": ("p(l)-cg", "python", 2)}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,7 +35,7 @@ from pipekrylov.timing import grid, per_iteration, petsc_solver
 
 SIZES = [256, 1024, 4096, 16384, 65536]
 TOTAL = 10 ** 6
-OURS = ["cg", "p-cg compiled", "p-cg python", "p(2)-cg"]
+OURS = ["cg", "p-cg compiled", "p-cg python", "p(2)-cg compiled", "p(2)-cg python"]
 PETSC = ["PETSc cg", "PETSc pipecg", "PETSc pipelcg"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TCP = ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo"]
@@ -49,7 +49,10 @@ def our_solvers():
         "cg": lambda A, b, n, **kw: pk.cg(A, b, rtol=0.0, maxiter=n, M="jacobi", **kw),
         "p-cg compiled": lambda A, b, n, **kw: pcg(A, b, rtol=0.0, maxiter=n, M="jacobi", loop="compiled", **kw),
         "p-cg python": lambda A, b, n, **kw: pcg(A, b, rtol=0.0, maxiter=n, M="jacobi", loop="python", **kw),
-        "p(2)-cg": lambda A, b, n, **kw: pk.plcg(A, b, depth=2, rtol=0.0, maxiter=n, M="jacobi", **kw),
+        "p(2)-cg compiled": lambda A, b, n, **kw: pk.plcg(A, b, depth=2, rtol=0.0, maxiter=n, M="jacobi",
+                                                           loop="compiled", **kw),
+        "p(2)-cg python": lambda A, b, n, **kw: pk.plcg(A, b, depth=2, rtol=0.0, maxiter=n, M="jacobi",
+                                                         loop="python", **kw),
     }
 
 

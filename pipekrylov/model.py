@@ -45,7 +45,8 @@ __all__ = ["Machine", "MACHINES", "METHODS", "PACKAGE", "time_per_iteration", "b
            "crossovers", "report", "plot_prediction", "calibrate"]
 
 # the loops this package runs each modelled method on (the others have the Python loop only)
-PACKAGE = (("cg", "compiled"), ("p-cg", "compiled"), ("p-cg", "python"), ("p(l)-cg", "python"))
+PACKAGE = (("cg", "compiled"), ("p-cg", "compiled"), ("p(l)-cg", "compiled"), ("p-cg", "python"),
+           ("p(l)-cg", "python"))
 
 
 @dataclass(frozen=True)
@@ -95,12 +96,13 @@ MACHINES = {
     # Assumed, not measured: a Haswell node (2 x 16 cores, about 110 GB/s STREAM) run with 16
     # ranks per node (7 GB/s per rank), Cray Aries latencies of a few microseconds.
     # This package's fixed costs per iteration: as calibrate() measured them on a 2-core Xeon
-    # VM (1.0-2.1, 0.0-1.3, 38-45 and 93-107 us over five runs), about the middle taken.
+    # VM (cg compiled 0.5-2.1, p-cg compiled 0.0-1.3, p(l)-cg compiled 0.0, p-cg python 26-45,
+    # p(l)-cg python 56-107 us over several runs), about the middle taken.
     "cori-haswell": Machine("cori-haswell", spmv_per_nnz=12 / 7e9, vector_per_entry=8 / 7e9,
                             reduction_latency=3e-6, reduction_per_level=1.5e-6, halo=3e-6,
                             source="assumed, not measured: see docs/scaling.md",
-                            fixed={"cg compiled": 1.5e-6, "p-cg compiled": 0.8e-6, "p-cg python": 42e-6,
-                                   "p(l)-cg python": 95e-6}),
+                            fixed={"cg compiled": 1.2e-6, "p-cg compiled": 0.6e-6, "p(l)-cg compiled": 0.3e-6,
+                                   "p-cg python": 35e-6, "p(l)-cg python": 80e-6}),
 }
 
 # name: (SpMVs and PC applications per iteration, vector accesses per unknown, how the
@@ -178,7 +180,7 @@ def predict(machine, n, nnz, ranks, methods=("cg", "cg-single", "p-cg", "p(l)-cg
 
 
 def crossovers(rows, pairs=(("cg", "p-cg"), ("cg", "p(l)-cg"), ("cg compiled", "p-cg compiled"),
-                            ("cg compiled", "p(l)-cg python"))):
+                            ("cg compiled", "p(l)-cg compiled"), ("cg compiled", "p(l)-cg python"))):
     """``{(slow, fast): the smallest rank count from which fast stays faster, or None}``."""
     out = {}
     for slow, fast in pairs:
@@ -310,7 +312,8 @@ def fixed_costs(machine, local=FIXED_SIZE):
     funcs = {"cg compiled": lambda k: pk.cg(A, b, maxiter=k, loop="compiled", **run).iterations,
              "p-cg compiled": lambda k: pcg(A, b, maxiter=k, loop="compiled", **run).iterations,
              "p-cg python": lambda k: pcg(A, b, maxiter=k, loop="python", **run).iterations,
-             "p(l)-cg python": lambda k: pk.plcg(A, b, depth=2, maxiter=k, **run).iterations}
+             "p(l)-cg compiled": lambda k: pk.plcg(A, b, depth=2, maxiter=k, loop="compiled", **run).iterations,
+             "p(l)-cg python": lambda k: pk.plcg(A, b, depth=2, maxiter=k, loop="python", **run).iterations}
     measured = per_iteration(MPI.COMM_SELF, funcs, 10, 40, repeat=5)
     fixed = {}
     for key, value in measured.items():
