@@ -16,17 +16,17 @@ from pipekrylov.precond import Jacobi
 from helpers import NONSYMMETRIC, SPD, problem
 
 SYMMETRIC_METHODS = ["cg", "cg-hs", "cr", "classic-cg", "classic-cr", "p(1)-cg", "p(2)-cg", "p(3)-cg"]
-GENERAL_METHODS = ["bicgstab", "cgs"]
+GENERAL_METHODS = ["bicgstab", "cgs", "classic-bicgstab"]
 PCS = [None, "jacobi", "ilu0"]
 COMM = MPI.COMM_WORLD
 
 
 def solver_for(name):
-    """pk.cg, pk.cr for "classic-cg", "classic-cr", p(l)-CG for "p(l)-cg", else the derived
-    method."""
+    """pk.cg, pk.cr, pk.bicgstab for "classic-cg", "classic-cr", "classic-bicgstab", p(l)-CG
+    for "p(l)-cg", else the derived method."""
     if name.startswith("p("):
         return functools.partial(pk.plcg, depth=int(name[2]))
-    return {"classic-cg": pk.cg, "classic-cr": pk.cr}.get(name) or pk.pipelined(name)
+    return {"classic-cg": pk.cg, "classic-cr": pk.cr, "classic-bicgstab": pk.bicgstab}.get(name) or pk.pipelined(name)
 
 
 def both(name, A, b, **options):
@@ -44,6 +44,7 @@ def assert_same(compiled, python):
     # bit for bit: the same kernels on the same data in the same order
     np.testing.assert_array_equal(compiled.residual_norms, python.residual_norms)
     np.testing.assert_array_equal(compiled.x, python.x)
+    assert compiled.restarts == python.restarts
 
 
 def rhs(A):
@@ -111,7 +112,7 @@ def test_residual_replacement_is_the_same(options):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("name", ["cg", "classic-cg", "classic-cr", "p(2)-cg"])
+@pytest.mark.parametrize("name", ["cg", "classic-cg", "classic-cr", "classic-bicgstab", "p(2)-cg"])
 def test_maxiter_and_iteration_count(name):
     A, _ = problem(COMM, "poisson2d")
     c, p = both(name, A, rhs(A), rtol=1e-14, maxiter=7, M="jacobi")
@@ -162,7 +163,7 @@ def test_trace_and_injected_latency():
     wait ends before its reduction's start + the injected latency."""
     A, _ = problem(COMM, "poisson2d")
     latency = 2e-4
-    for name in ("bicgstab", "classic-cg", "classic-cr", "p(2)-cg", "p(3)-cg"):
+    for name in ("bicgstab", "classic-cg", "classic-cr", "classic-bicgstab", "p(2)-cg", "p(3)-cg"):
         check_trace(*both(name, A, rhs(A), rtol=1e-8, M="jacobi", latency=latency), latency)
 
 
@@ -213,7 +214,7 @@ def test_overflow_inside_the_loop_stops_every_rank_alike(name):
 
 
 @pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("name", ["cg", "classic-cg", "classic-cr", "p(2)-cg"])
+@pytest.mark.parametrize("name", ["cg", "classic-cg", "classic-cr", "classic-bicgstab", "p(2)-cg"])
 def test_a_callback_failing_on_one_rank_raises_everywhere(name):
     A, _ = problem(COMM, "poisson2d")
 
@@ -331,3 +332,17 @@ def test_plcg_restarts_are_the_same(depth):
     c, p = (pk.plcg(A, rhs(A), loop=loop, **options) for loop in ("compiled", "python"))
     assert_same(c, p)
     assert c.restarts == p.restarts and c.loop == "compiled"
+
+
+@pytest.mark.mpi
+def test_bicgstab_restarts_its_shadow_space_alike():
+    """Blocks [[1,0,0],[1,2,1],[0,1,2]] with b = e_1 each: (r0, r_1) is exactly zero (the
+    residual after one step has no e_1 part), so BiCGStab restarts its shadow residual.
+    Both loops restart at the same iteration and solve the system."""
+    block = np.array([[1.0, 0, 0], [1, 2, 1], [0, 1, 2]])
+    S = sp.block_diag([block] * 40, format="csr")
+    b = np.tile([1.0, 0, 0], 40)
+    c, p = both("classic-bicgstab", S, b, rtol=1e-10)
+    assert_same(c, p)
+    assert c.restarts == p.restarts == 1
+    np.testing.assert_allclose(c.x, np.linalg.solve(S.toarray(), b), rtol=1e-9, atol=1e-12)

@@ -37,7 +37,7 @@ class Context:
         self.latency = 0.0
         self.restart = 30
         self.live_monitor = False
-        self.loop = "auto"   # of the methods with a compiled loop: CG, CR, the derived ones, p(l)-CG
+        self.loop = "auto"   # of the methods with a compiled loop: all but GMRES and p(l)-GMRES
         self.binding = None
         self.last_result = None
 
@@ -130,7 +130,7 @@ class Classic(Context):
     def solver(self):
         import pipekrylov
         extra = {"restart": self.restart} if self.method == "gmres" else {}
-        if self.method in ("cg", "cr"):   # the classic methods with a compiled loop
+        if self.method in ("cg", "cr", "bicgstab"):   # the classic methods with a compiled loop
             extra["loop"] = self.loop
         return getattr(pipekrylov, self.method), extra
 

@@ -116,7 +116,7 @@ class LoopFunctions:
         return entries
 
 
-def classic_source(title, kernels, vectors, state, reductions, begin, top, body):
+def classic_source(title, kernels, vectors, state, reductions, begin, top, body, coefficients=1):
     """The module of a classic method's compiled loop (source text), on the runtime.
 
     ``kernels``: {name: FusedKernel} the loop calls (``fused_call`` writes a call);
@@ -124,7 +124,8 @@ def classic_source(title, kernels, vectors, state, reductions, begin, top, body)
     calls (and after them, whether an iteration was done); ``reductions`` per iteration;
     ``begin``, ``top`` and ``body``: the start-up, the top of an iteration (its reduction
     and the residual test; skipped when resuming after the test) and the rest, as lines
-    that set ``event`` and ``break`` to end the call."""
+    that set ``event`` and ``break`` to end the call; ``coefficients``: the length of
+    ``coef``, the fused kernels' scalars."""
     I = IntSlot
     names = ", ".join(vectors)
     load = ", ".join(f"S[{j}]" for j in range(len(state)))
@@ -133,7 +134,7 @@ def classic_source(title, kernels, vectors, state, reductions, begin, top, body)
     lines += ["", "", f"def begin({names}, S, I, F, A, P, R):", *("    " + line for line in begin), "    return 0",
               "", "", f"def loop({names}, S, send, D, I, F, hist, trace, A, P, R):",
               f"    iteration = I[{I.ITERATION}]", f"    resume = I[{I.RESUME}]",
-              f"    {', '.join(state)} = {load}", "    coef, out = np.zeros(1), np.zeros(1)", "    event = -1",
+              f"    {', '.join(state)} = {load}", f"    coef, out = np.zeros({coefficients}), np.zeros(1)", "    event = -1",
               "    while True:", f"        if resume == {RESUME_TOP}:",
               f"            if buffers_full(hist, trace, I, {reductions}):",
               f"                event = {EVENTS.index('flush')}  # flush", "                break",
@@ -159,15 +160,15 @@ class ClassicLoop:
     ``loop(*vectors, S, send, D, I, F, hist, trace, A, P, R)``, which iterates until an
     event; ``vectors(run)`` makes the method's vectors, x first; ``labels`` name the
     reductions by the trace's label index; ``breakdown(check, value)`` is the Breakdown of
-    the loop's check number ``check``."""
+    the loop's check number ``check``; ``setup(run, S)`` and ``finish(run, S)``, where
+    given, set scalars of ``S`` before the start-up and read them back at the end."""
 
-    def __init__(self, source, vectors, labels, breakdown, scalars=8):
+    def __init__(self, source, vectors, labels, breakdown, scalars=8, setup=None, finish=None):
         self.source, self.vectors, self.labels, self.breakdown = source, vectors, labels, breakdown
-        self.scalars = scalars
+        self.scalars, self.setup, self.finish = scalars, setup, finish
         self.functions = LoopFunctions(source, ["loop", "begin"])
 
     def __call__(self, run):
-        I, F = IntSlot, FloatSlot
         vectors = self.vectors(run)
         x = vectors[0]
         S, send, D = np.zeros(self.scalars), np.zeros(4), np.zeros(4)
@@ -177,7 +178,17 @@ class ClassicLoop:
         args = (*vectors, S, send, D, ints, floats, hist, trace, A, P, R)
         begin_args = (*vectors, S, ints, floats, A, P, R)
         loop, begin = self.functions.get(key, run.comm.Get_rank() == 0, [("loop", args), ("begin", begin_args)])
+        if self.setup is not None:
+            self.setup(run, S)
         begin(*begin_args)
+        try:
+            return self._iterate(run, x, loop, args, ints, floats, hist, trace)
+        finally:
+            if self.finish is not None:
+                self.finish(run, S)
+
+    def _iterate(self, run, x, loop, args, ints, floats, hist, trace):
+        I, F = IntSlot, FloatSlot
         resume = RESUME_TOP
         while True:
             ints[I.RESUME] = resume
