@@ -243,7 +243,7 @@ def plot_prediction(rows, machine, problem, path):
     plt.close(fig)
 
 
-RATE_SIZES = (256, 4096, 65536)   # local unknowns at which calibrate() measures the costs, with n^2
+RATE_SIZES = (256, 1024, 4096, 16384, 65536)   # local unknowns at which calibrate() measures the costs, with n^2
 FIXED_SIZE = 1024                 # the local size at which it measures the loops' fixed costs
 
 
@@ -256,7 +256,11 @@ def calibrate(comm=None, n=1000, repeat=10, fixed=True):
     from .kernels import fused_kernel
     from .matrix import poisson2d
     comm = MPI.COMM_WORLD if comm is None else comm
-    axpy = fused_kernel(["z = x + alpha*y"], scalars=["alpha"])
+    # a solver's vector work: fused updates over its eight or so vectors, with the matrix in
+    # the cache beside them (a working set of one vector would stay in a cache theirs leaves)
+    update = fused_kernel(["x = x + alpha*p", "r = r - alpha*q", "u = u - alpha*s", "w = w - alpha*z"],
+                          scalars=["alpha"])
+    ACCESSES = 12
 
     def best(f, rounds):
         f()
@@ -268,12 +272,24 @@ def calibrate(comm=None, n=1000, repeat=10, fixed=True):
         return min(times)
 
     def timings(side, rounds):
-        """(one SpMV, one fused update) of 2D Poisson side x side, and its matrix."""
+        """(one SpMV, one fused update) of 2D Poisson side x side, each timed after the
+        other as in an iteration, and the matrix."""
         A = poisson2d(MPI.COMM_SELF, side)
-        x, y = np.ones(A.shape[0]), np.empty(A.shape[0])
-        # the solvers' vector work runs in fused kernels: time one (3 accesses per entry)
-        vectors = {"x": x, "y": y, "z": np.empty_like(x)}
-        return best(lambda: A.matvec(x, y), rounds), best(lambda: axpy(vectors, {"alpha": 0.5}), rounds), A
+        vectors = {name: np.ones(A.shape[0]) for name in "xrpqusvwz"}
+        x, y = vectors["v"], vectors["p"]
+
+        def spmv():
+            update(vectors, {"alpha": 1e-9})
+            t = time.perf_counter()
+            A.matvec(x, y)
+            return time.perf_counter() - t
+
+        def vector():
+            A.matvec(x, y)
+            t = time.perf_counter()
+            update(vectors, {"alpha": 1e-9})
+            return time.perf_counter() - t
+        return min(spmv() for _ in range(rounds)), min(vector() for _ in range(rounds)), A
 
     # a call from Python costs what a compiled loop does not pay: measured on a 2 x 2 grid,
     # taken off every size's time
@@ -282,7 +298,8 @@ def calibrate(comm=None, n=1000, repeat=10, fixed=True):
     for local in RATE_SIZES + (n * n,):
         rounds = max(repeat, min(2000, 10 ** 7 // (5 * local)))   # small sizes: many rounds, the best kept
         spmv, vector, A = timings(int(round(math.sqrt(local))), rounds)
-        rates.append((A.shape[0], max(spmv - spmv_call, 0.0) / A.nnz, max(vector - vector_call, 0.0) / (3 * A.shape[0])))
+        rates.append((A.shape[0], max(spmv - spmv_call, 0.0) / A.nnz,
+                      max(vector - vector_call, 0.0) / (ACCESSES * A.shape[0])))
     latency = per_level = halo = 0.0
     if comm.Get_size() > 1:
         buf, out = np.ones(3), np.empty(3)
