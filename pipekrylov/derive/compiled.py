@@ -15,7 +15,7 @@ The compiled loop runs on a :class:`~pipekrylov.matrix.distributed.DistributedCS
 import numpy as np
 from mpi4py import MPI
 
-from ..parallel.runtime import EVENTS, RESUME_AFTER_TEST, RESUME_TOP, FloatSlot, IntSlot
+from ..parallel.runtime import EVENTS, RESUME_AFTER_TEST, RESUME_BEGIN, RESUME_TOP, FloatSlot, IntSlot
 from ..solvers.compiled import BUFFERED, LoopCompileError, LoopFunctions, collect, loop_state, operands, unsupported
 from ..solvers.result import Breakdown
 from .loopgen import loop_source, startup_source
@@ -34,9 +34,9 @@ class CompiledSolver:
         startup = {st.target for st in m.parsed_startup if st.kind in ("apply", "zero", "lincomb")}
         names = sorted(set(generated.storage) | {"x", "b"} | set(m.constants) | startup)
         self.rows = {name: row for row, name in enumerate(names)}
-        self.source, self.scalars, self.checks = loop_source(generated, self.rows)
         begin = startup_source(generated, self.rows)
         self.compiled_startup = begin is not None
+        self.source, self.scalars, self.checks = loop_source(generated, self.rows, self.compiled_startup)
         self.source += begin or ""
         self.constants = [(st.target, compile(st.expression, st.target, "eval"))
                           for st in m.parsed_startup if st.kind == "scalar"]
@@ -56,13 +56,16 @@ class CompiledSolver:
         V, S, D, C, ints, floats, hist, trace, send, A, P, R = args
         return V, send, ints, floats, A, P, R
 
-    def _startup(self, run, vec, scal, V, args, begin, state=None):
+    def _startup(self, run, vec, scal, V, args, begin, state=None, first=False):
         """The start-up (compiled where it can be; a warm start's ``state`` over it in
         Python) and the first local dots into send; its SpMV counts and times handed to
-        Python."""
+        Python.  Returns where the next loop call starts: at a solve's ``first`` start-up
+        the compiled one is left to that call (RESUME_BEGIN)."""
         if self.compiled_startup and state is None:
             for name, expression in self.constants:
                 scal[name] = eval(expression, {}, scal)
+            if first:
+                return RESUME_BEGIN
             begin(*self._begin_args(args))
         else:
             self.python.startup(run, vec, scal, state)
@@ -73,6 +76,7 @@ class CompiledSolver:
         collect(run, *args[4:8], self.labels)
         if ints[IntSlot.MPI_ERROR]:
             raise MPI.Exception(int(ints[IntSlot.MPI_ERROR]))
+        return RESUME_TOP
 
     # -------------------------------------------------------------- running
     def __call__(self, run, state=None):
@@ -96,13 +100,13 @@ class CompiledSolver:
         A, P, R, key = operands(run)
         args = (V, S, D, C, ints, floats, hist, trace, send, A, P, R)
         kernel, begin = self.kernel(args, key, run.comm.Get_rank() == 0)   # no collective yet
-        self._startup(run, vec, scal, V, args, begin, state)
+        resume = self._startup(run, vec, scal, V, args, begin, state, first=True)
         natural = g.method.norm == "natural"
         warm = state is not None   # until its first test: stop there, test in Python
         report = ints[IntSlot.STOP_AT_TEST]
         ints[IntSlot.STOP_AT_TEST] |= warm
         run.replacements = 0
-        restarted_at, resume = None, RESUME_TOP
+        restarted_at = None
         try:
             while True:
                 S[:] = [scal.get(name, np.nan) for name in self.scalars]

@@ -18,7 +18,7 @@ That keeps the two loops' results bit for bit the same.
 import ast
 import builtins
 
-from ..parallel.runtime import EVENTS, FloatSlot, IntSlot, runtime_source
+from ..parallel.runtime import EVENTS, RESUME_BEGIN, FloatSlot, IntSlot, runtime_source
 
 __all__ = ["loop_source", "startup_source"]
 
@@ -56,9 +56,11 @@ def _names(expression, scalars=()):
             and n.id != "d" and (n.id not in _BUILTINS or n.id in scalars)]
 
 
-def loop_source(solver, rows):
+def loop_source(solver, rows, begin=False):
     """The generated module of ``solver`` (a :class:`.codegen.GeneratedCode`); ``rows``
-    maps each vector's name to its index in the loop's tuple of vectors ``V``.  Returns
+    maps each vector's name to its index in the loop's tuple of vectors ``V``; with
+    ``begin``, a call resumed at RESUME_BEGIN runs the compiled start-up
+    (:func:`startup_source`) first, saving a call into compiled code per solve.  Returns
     ``(source, scalars, checks)``: the scalar names in the order of the state array
     ``S``, and the breakdown checks ``(name, condition, reason)`` by their index."""
     sched = solver.schedule
@@ -99,6 +101,11 @@ def loop_source(solver, rows):
             "    d = D",
             f"    iteration = I[{I.ITERATION}]",
             f"    resume = I[{I.RESUME}]",
+            *([f"    if resume == {RESUME_BEGIN}:   # the start-up first",
+               "        begin_inline(V, send, I, F, A, P, R)",
+               f"        if I[{I.MPI_ERROR}] != 0:",
+               f"            return {EVENTS.index('mpi_error')}",
+               "        resume = 0"] if begin else []),
             "    event = -1",
             "    while True:"]
     body = []
@@ -184,11 +191,13 @@ def loop_source(solver, rows):
 
 def startup_source(solver, rows):
     """The start-up's vector statements, the images at point 0 and the first local dots
-    as one compiled function ``begin(V, send, I, F, A, P, R)`` (source text), or None
+    as one compiled function ``begin(V, send, I, F, A, P, R)`` (source text; the loop calls
+    its body, ``begin_inline``, at the start of a solve), or None
     where the start-up needs Python (a dot, a coefficient that is a scalar, a word of
     several operators).  Its scalar statements are constants, set by the driver."""
     m = solver.method
-    lines = ["", "", "def begin(V, send, I, F, A, P, R):"]
+    lines = ["", "", "def begin(V, send, I, F, A, P, R):", "    return begin_inline(V, send, I, F, A, P, R)",
+             "", "", "@numba.njit(nogil=True, cache=True)", "def begin_inline(V, send, I, F, A, P, R):"]
     lines += [f"    v_{name} = V[{row}]" for name, row in rows.items()]
     for st in m.parsed_startup:
         if st.kind == "apply":

@@ -19,11 +19,12 @@ from ..kernels.spmv import runs_kernel
 from . import native
 from .native import PRELUDE
 
-__all__ = ["EVENTS", "RESUME_TOP", "RESUME_AFTER_TEST", "IntSlot", "FloatSlot", "runtime_source", "kernels_digest"]
+__all__ = ["EVENTS", "RESUME_TOP", "RESUME_AFTER_TEST", "RESUME_BEGIN", "IntSlot", "FloatSlot", "runtime_source",
+           "kernels_digest"]
 
 EVENTS = ("converged", "tested", "maxiter", "nanorinf", "breakdown", "iterated", "failed", "flush",
           "mpi_error")
-RESUME_TOP, RESUME_AFTER_TEST = 0, 1
+RESUME_TOP, RESUME_AFTER_TEST, RESUME_BEGIN = 0, 1, 2   # where a loop call starts (BEGIN: its start-up first)
 
 
 class IntSlot:
