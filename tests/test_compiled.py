@@ -248,6 +248,13 @@ def test_loop_choice():
         solver(A, b, M=lambda r: r, loop="compiled")
     with pytest.raises(ValueError, match="loop must be one of"):
         solver(A, b, loop="fast")
+    assert pk.plcg(A, b, M="jacobi").loop == "compiled" and pk.bicgstab(A, b, M="jacobi").loop == "compiled"
+    assert pk.plcg(A, b, M=lambda r: r).loop == "python"
+    for other in (pk.plcg, pk.bicgstab):
+        with pytest.raises(ValueError, match="user operator"):
+            other(A, b, M=lambda r: r, loop="compiled")
+        with pytest.raises(ValueError, match="loop must be one of"):
+            other(A, b, loop="fast")
 
 
 def test_a_loop_numba_cannot_type_falls_back_under_auto(monkeypatch):
