@@ -30,7 +30,7 @@ from ..solvers.compiled import BUFFERED, LoopFunctions, collect, loop_state, ope
 from ..solvers.result import Breakdown
 from .basis import BasisBreakdown, BasisDrift, SqrtBreakdown
 
-__all__ = ["loop_source", "CompiledCycle", "compiled_cycle", "KERNELS"]
+__all__ = ["loop_source", "CompiledCycle", "compiled_cycle", "next_column", "level_update", "solution_update"]
 
 # resume points of the loop, set by the driver before each call
 TOP, TEST, AFTER_TEST = 0, 1, 2
@@ -49,14 +49,14 @@ def next_column(l):
 
 
 def level_update():
+    """The fused kernel of one intermediate basis: q^(m)_(k+1) from q^(m)_k, q^(m)_(k-1) and
+    the level above."""
     return fused_kernel(["q = a*qk + d*top - e*qm"], scalars=["a", "d", "e"])
 
 
 def solution_update():
+    """The fused kernel of D-Lanczos: the search direction p and the iterate x."""
     return fused_kernel(["p = a*p + t*v", "x = x + zeta*p"], scalars=["a", "t", "zeta"])
-
-
-KERNELS = {"next_column": next_column, "level_update": level_update, "solution_update": solution_update}
 
 
 def _call(kernel, name, vectors, coef, out):
@@ -171,7 +171,7 @@ def loop(x, p, Z, U, Q, EXZ, EXU, EXL, Gd, gamma, delta, sigma, S, send, recv, t
     it = I[{I.ITERATION}]
     resume = I[{I.RESUME}]
     it0 = int(S[{IT0}])                # the solve's iterations before this cycle
-    columns = EXZ.shape[0] - 1        # the start's exact columns of G (2l)
+    columns = EXZ.shape[0] + l        # the start's exact columns of G (2l): z_j of l < j <= columns
     exact_levels = EXL.shape[1] - 1   # the intermediate bases known exactly: 1 .. this
     last_start = I[{I.MAXITER}] - it0
     eta, zeta, floor, beta, drift_tol = S[{ETA}], S[{ZETA}], S[{FLOOR}], S[{BETA}], S[{DRIFT_TOL}]
@@ -252,8 +252,8 @@ def loop(x, p, Z, U, Q, EXZ, EXU, EXL, Gd, gamma, delta, sigma, S, send, recv, t
                 for m in range(l):
                     Q[m, (k + 1) % 3, :] = EXL[m, k + 1]
             if it + 1 <= columns:
-                U[s1, :] = EXU[it + 1]
-                Z[s1, :] = EXZ[it + 1]
+                U[s1, :] = EXU[it - l]
+                Z[s1, :] = EXZ[it - l]
             else:
                 # z_(it+1), u_(it+1) by the three-term recurrence, the next column's dots
                 sp = (it - 1) % L if it > l or l > 1 else s0
@@ -333,7 +333,8 @@ class CompiledCycle:
         """Compile (or load) the loop for this solve's operands; raises LoopCompileError
         where Numba cannot type it.  Before any collective, on every rank alike."""
         n, l = len(run.b), self.l
-        self._functions(run, *self._arguments(run, np.zeros(n), np.zeros((l + 3, n)), np.zeros((l, 1, n)),
+        exact = np.zeros((l, n))
+        self._functions(run, *self._arguments(run, np.zeros(n), exact, exact, np.zeros((l, 1, n)),
                                               np.zeros((2 * l + 2, 2 * l + 1)), np.zeros(l), 0.0, None))
         return self
 
@@ -341,12 +342,10 @@ class CompiledCycle:
         return self.functions.get(operands(run)[3], run.comm.Get_rank() == 0,
                                   [("loop", args), ("drain", drain_args)])
 
-    def _arguments(self, run, x, exact, exact_levels, Gdata, sigma, beta, drift_tol):
-        """The loop's and drain's arguments: ``exact`` the start's (z_j) and (u_j) as one
-        array of 2 x (columns + 1) rows, ``exact_levels`` its intermediate bases."""
+    def _arguments(self, run, x, EXZ, EXU, exact_levels, Gdata, sigma, beta, drift_tol):
+        """The loop's and drain's arguments: ``EXZ``, ``EXU`` the start's z_j and u_j for
+        l < j <= its columns, ``exact_levels`` its intermediate bases."""
         l, n = self.l, len(x)
-        columns = exact.shape[0] // 2
-        EXZ, EXU = exact[:columns], exact[columns:]
         Z, U, Q = np.zeros((l + 3, n)), np.zeros((l + 3, n)), np.zeros((l, 3, n))
         S = np.array([0.0, 0.0, 0.0, beta, -1.0 if drift_tol is None else drift_tol, run.iterations])
         send, recv = np.zeros((l + 1, l + 3)), np.zeros((l + 1, l + 3))
@@ -366,15 +365,15 @@ class CompiledCycle:
         ``b - A x`` does not confirm it; raises as the Python loop does.  Completes every
         reduction it started before it returns or raises."""
         l, n, columns = self.l, len(x), exact.columns
-        both = np.zeros((2 * (columns + 1), n))     # z_j then u_j, j = 0 .. columns (row 0 unused)
-        for j in range(1, columns + 1):
-            both[columns + 1 + j], both[j] = (u[j], z[j]) if j in z else exact.z(j)
+        EXZ, EXU = np.empty((max(0, columns - l), n)), np.empty((max(0, columns - l), n))   # z_j, u_j, l < j <= columns
+        for j in range(l + 1, columns + 1):
+            EXU[j - l - 1], EXZ[j - l - 1] = exact.z(j)
         jmax = max(0, columns - l + 1)             # q^(m)_j known exactly for j <= jmax
         EXL = np.zeros((l, jmax + 1, n))
         for m in range(l):
             for j in range(1, jmax + 1):
                 EXL[m, j] = exact.level(m, j)
-        args, drain_args = self._arguments(run, x, both, EXL, G.data.copy(), sigma, beta, drift_tol)
+        args, drain_args = self._arguments(run, x, EXZ, EXU, EXL, G.data.copy(), sigma, beta, drift_tol)
         p, Z, U, Q = args[1:5]
         ints, floats, hist, trace = args[18:22]
         for j in range(1, l + 1):
