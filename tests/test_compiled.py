@@ -353,3 +353,39 @@ def test_bicgstab_restarts_its_shadow_space_alike():
     assert_same(c, p)
     assert c.restarts == p.restarts == 1
     np.testing.assert_allclose(c.x, np.linalg.solve(S.toarray(), b), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("buffered", [3, 4])
+@pytest.mark.parametrize("name,matrix", [("classic-bicgstab", "cage9"), ("classic-bicgstab", "convection_diffusion2d"),
+                                         ("classic-cg", "poisson2d"), ("cg", "poisson2d"),
+                                         ("p(2)-cg", "poisson2d")])
+def test_small_buffers_flush_alike(name, matrix, buffered, monkeypatch):
+    """Buffers of a few iterations: the loops hand back their residual norms and trace
+    every few iterations (BiCGStab's half step records a second norm in an iteration,
+    which must fit too), with the same results as the Python loop."""
+    import pipekrylov.deep.compiled
+    import pipekrylov.derive.compiled
+    import pipekrylov.solvers.compiled
+    for module in (pipekrylov.solvers.compiled, pipekrylov.derive.compiled, pipekrylov.deep.compiled):
+        monkeypatch.setattr(module, "BUFFERED", buffered)
+    A, _ = problem(COMM, matrix)
+    c, p = both(name, A, rhs(A), rtol=1e-8, maxiter=300, M="jacobi")
+    assert_same(c, p)
+    assert len(c.residual_norms) == len(p.residual_norms) >= 2 * buffered
+    assert c.reductions.count == p.reductions.count
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("buffered", range(2, 8))
+def test_bicgstab_half_step_exit_fits_a_full_buffer(buffered, monkeypatch):
+    """Convection-diffusion 6 x 6 at rtol 1e-10 converges at BiCGStab's half step (in its
+    20th iteration): that iteration records two norms, whichever buffer size."""
+    import pipekrylov.solvers.compiled
+    monkeypatch.setattr(pipekrylov.solvers.compiled, "BUFFERED", buffered)
+    A = pk.convection_diffusion2d(COMM, 6)
+    b = A.matvec(np.ones(A.partition.nlocal))
+    c, p = both("classic-bicgstab", A, b, rtol=1e-10)
+    assert_same(c, p)
+    assert c.reductions.count == 1 + 3 * c.iterations   # no test at the top after the half step
+    assert len(c.residual_norms) == c.iterations + 1

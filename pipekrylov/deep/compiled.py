@@ -38,6 +38,8 @@ TOP, TEST, AFTER_TEST = 0, 1, 2
 INDEFINITE, PIVOT, SQUARE_ROOT, DRIFT = range(4)
 # the loop's own scalars, kept in S between calls
 ETA, ZETA, FLOOR, BETA, DRIFT_TOL, IT0 = range(6)
+# the buffers of reductions left in flight by an MPI error (never freed under MPI)
+_ABANDONED = []
 
 
 def next_column(l):
@@ -332,9 +334,9 @@ class CompiledCycle:
     def ready(self, run):
         """Compile (or load) the loop for this solve's operands; raises LoopCompileError
         where Numba cannot type it.  Before any collective, on every rank alike."""
-        n, l = len(run.b), self.l
-        exact = np.zeros((l, n))
-        self._functions(run, *self._arguments(run, np.zeros(n), exact, exact, np.zeros((l, 1, n)),
+        l = self.l   # arrays of one row: what decides the types is their kind, not their size
+        exact = np.zeros((l, 1))
+        self._functions(run, *self._arguments(run, np.zeros(1), exact, exact, np.zeros((l, 1, 1)),
                                               np.zeros((2 * l + 2, 2 * l + 1)), np.zeros(l), 0.0, None))
         return self
 
@@ -373,6 +375,7 @@ class CompiledCycle:
         for m in range(l):
             for j in range(1, jmax + 1):
                 EXL[m, j] = exact.level(m, j)
+        exact.release()   # the start's basis: what the loop reads of it is copied above
         args, drain_args = self._arguments(run, x, EXZ, EXU, EXL, G.data.copy(), sigma, beta, drift_tol)
         p, Z, U, Q = args[1:5]
         ints, floats, hist, trace = args[18:22]
@@ -409,7 +412,9 @@ class CompiledCycle:
                 mpi_failed = True
                 raise MPI.Exception(int(ints[I.MPI_ERROR]))
         finally:
-            if not mpi_failed:   # the reductions still in flight, on every rank alike
+            if mpi_failed:   # MPI may still write into what is in flight: keep it alive
+                _ABANDONED.append(args)
+            else:            # the reductions still in flight, on every rank alike
                 drain(*drain_args)
                 collect(run, ints, floats, hist, trace, labels)
 

@@ -89,7 +89,7 @@ def plcg(A, b, x0=None, *, depth=2, shifts="auto", interval=None, rtol=1e-5, ato
         (:mod:`.compiled`; A a DistributedCSR or a matrix, M None, "jacobi", "ilu0", "ic0",
         "bjacobi"), or Python; ``'auto'`` the compiled loop where it applies.  The
         residual norms are the same, bit for bit; ``result.loop`` says which ran.  A
-        hand-over to p-CG runs on the Python loop.
+        hand-over to p-CG runs the derived p-CG's loop of the same choice.
 
     The result also has ``restarts`` (breakdowns and failed true-residual checks, each
     restarting from the current iterate), ``shifts`` (those of the first cycle),

@@ -177,12 +177,6 @@ def reduce_now(send, count, label, D, R, I, F, trace):
 
 
 @numba.njit(nogil=True, cache=True)
-def buffers_full(hist, trace, I, reductions):
-    """Would the next iteration overrun the residual or trace buffers?"""
-    return I[{HIST}] >= hist.shape[0] or I[{TRACE}] + reductions > trace.shape[0]
-
-
-@numba.njit(nogil=True, cache=True)
 def breakdown(check, value, I, F):
     """A breakdown check failed: which (the driver names its reason) and the value."""
     I[{CHECK}] = check

@@ -184,7 +184,7 @@ def bicgstab_loop_source():
     return classic_source("classic preconditioned BiCGStab",
                           {"direction": direction, "half": half, "step": step},
                           ["x", "b", "r", "r0", "p", "v", "phat", "shat", "t"], _STATE, 3, begin, top, body,
-                          coefficients=2)
+                          coefficients=2, norms=2)
 
 
 def _breakdown(check, value):

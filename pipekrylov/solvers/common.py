@@ -298,8 +298,8 @@ def _local_vector(v, partition, name):
     v = np.asarray(v)
     if v.dtype.kind == "c":
         raise TypeError(f"unsupported dtype {v.dtype} for {name}: real systems only")
-    v = v.astype(np.float64, copy=False)   # the solvers never write b; x0 is copied
-    v = v.ravel() if v.ndim == 2 and 1 in v.shape else v
+    # a copy: user code (a callable M, a callback) must not reach the caller's array
+    v = v.astype(np.float64).ravel() if v.ndim == 2 and 1 in v.shape else v.astype(np.float64)
     if v.ndim != 1:
         raise ValueError(f"{name} must be a vector, got shape {v.shape}")
     if v.shape[0] == partition.nlocal:
@@ -311,7 +311,4 @@ def _local_vector(v, partition, name):
                          f"{partition.nlocal} (this rank's rows)")
     if not np.all(np.isfinite(out)):
         raise ValueError(f"{name} has non-finite entries")
-    out = np.ascontiguousarray(out)
-    # the compiled loops are typed for writeable arrays (a read-only one, as a PETSc Vec's
-    # array given read-only, would be compiled for again)
-    return out if out.flags.writeable else out.copy()
+    return np.ascontiguousarray(out)

@@ -116,7 +116,7 @@ class LoopFunctions:
         return entries
 
 
-def classic_source(title, kernels, vectors, state, reductions, begin, top, body, coefficients=1):
+def classic_source(title, kernels, vectors, state, reductions, begin, top, body, coefficients=1, norms=1):
     """The module of a classic method's compiled loop (source text), on the runtime.
 
     ``kernels``: {name: FusedKernel} the loop calls (``fused_call`` writes a call);
@@ -125,7 +125,8 @@ def classic_source(title, kernels, vectors, state, reductions, begin, top, body,
     ``begin``, ``top`` and ``body``: the start-up, the top of an iteration (its reduction
     and the residual test; skipped when resuming after the test) and the rest, as lines
     that set ``event`` and ``break`` to end the call; ``coefficients``: the length of
-    ``coef``, the fused kernels' scalars."""
+    ``coef``, the fused kernels' scalars; ``norms``: the residual norms an iteration may
+    record (BiCGStab's half step records a second)."""
     I = IntSlot
     names = ", ".join(vectors)
     load = ", ".join(f"S[{j}]" for j in range(len(state)))
@@ -136,7 +137,7 @@ def classic_source(title, kernels, vectors, state, reductions, begin, top, body,
               f"    iteration = I[{I.ITERATION}]", f"    resume = I[{I.RESUME}]",
               f"    {', '.join(state)} = {load}", f"    coef, out = np.zeros({coefficients}), np.zeros(1)", "    event = -1",
               "    while True:", f"        if resume == {RESUME_TOP}:",
-              f"            if buffers_full(hist, trace, I, {reductions}):",
+              f"            if I[{I.HIST}] + {norms} > hist.shape[0] or I[{I.TRACE}] + {reductions} > trace.shape[0]:",
               f"                event = {EVENTS.index('flush')}  # flush", "                break",
               *("            " + line for line in top),
               f"        resume = {RESUME_TOP}", f"        if iteration == I[{I.MAXITER}]:",
