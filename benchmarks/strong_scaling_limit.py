@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 from benchmarks.common import cpu_name
-from pipekrylov.timing import grid, per_iteration, petsc_solver
+from pipekrylov.timing import PLCG, per_iteration, petsc_solver, poisson
 
 SIZES = [256, 1024, 4096, 16384, 65536]
 TOTAL = 10 ** 6
@@ -39,12 +39,6 @@ OURS = ["cg", "p-cg compiled", "p-cg python", "p(2)-cg compiled", "p(2)-cg pytho
 PETSC = ["PETSc cg", "PETSc pipecg", "PETSc pipelcg"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TCP = ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo"]
-
-
-# p(2)-CG as timed: its shifts on [0, 2] (the spectrum of Jacobi-preconditioned 2D Poisson,
-# as PETSc's -ksp_pipelcg_lmax would give them), no drift check: the pipeline itself, with
-# no shift estimate, hand-over or restart in the solves timed
-PLCG = dict(depth=2, rtol=0.0, M="jacobi", interval=(0.0, 2.0), drift_tol=None)
 
 
 # ------------------------------------------------------------------ one mpiexec run
@@ -55,8 +49,10 @@ def our_solvers():
         "cg": lambda A, b, n, **kw: pk.cg(A, b, rtol=0.0, maxiter=n, M="jacobi", **kw),
         "p-cg compiled": lambda A, b, n, **kw: pcg(A, b, rtol=0.0, maxiter=n, M="jacobi", loop="compiled", **kw),
         "p-cg python": lambda A, b, n, **kw: pcg(A, b, rtol=0.0, maxiter=n, M="jacobi", loop="python", **kw),
-        "p(2)-cg compiled": lambda A, b, n, **kw: pk.plcg(A, b, maxiter=n, loop="compiled", **PLCG, **kw),
-        "p(2)-cg python": lambda A, b, n, **kw: pk.plcg(A, b, maxiter=n, loop="python", **PLCG, **kw),
+        "p(2)-cg compiled": lambda A, b, n, **kw: pk.plcg(A, b, rtol=0.0, maxiter=n, M="jacobi", loop="compiled",
+                                                           **PLCG, **kw),
+        "p(2)-cg python": lambda A, b, n, **kw: pk.plcg(A, b, rtol=0.0, maxiter=n, M="jacobi", loop="python",
+                                                         **PLCG, **kw),
     }
 
 
@@ -75,14 +71,12 @@ def allreduce_time(comm, repeat=200):
 
 def worker(sizes, repeat, with_petsc):
     from mpi4py import MPI
-    import pipekrylov as pk
     comm = MPI.COMM_WORLD
     ours = our_solvers()
     t_reduce, t_median = allreduce_time(comm) if comm.size > 1 else (0.0, 0.0)
     for size in sizes:
         total = size * comm.size if size != TOTAL else TOTAL
-        A = pk.poisson2d(comm, *grid(total))
-        b = A.matvec(np.ones(A.partition.nlocal)) + 1e-3
+        A, b = poisson(comm, total)
         # N2 below the iterations p-cg takes to reach rounding (rtol 0 stops it there),
         # and fewer for the large sizes (the figure is clear after a few iterations there)
         reach = ours["p-cg compiled"](A, b, 400).iterations

@@ -22,8 +22,6 @@ import subprocess
 import sys
 import time
 
-import numpy as np
-
 __all__ = ["main"]
 
 SIZES = (256, 1024, 4096, 16384, 65536)
@@ -37,21 +35,18 @@ PETSC = ("PETSc cg", "PETSc pipecg")
 # ------------------------------------------------------------------ the MPI job
 def _ours(latency):
     import pipekrylov as pk
+    from .timing import PLCG
     pcg = pk.pipelined("cg")
     common = dict(rtol=0.0, M="jacobi", latency=latency)
     return {"CG": lambda A, b, n: pk.cg(A, b, maxiter=n, **common).iterations,
             "p-CG": lambda A, b, n: pcg(A, b, maxiter=n, **common).iterations,
-            # shifts on [0, 2], the spectrum of Jacobi-preconditioned Poisson (as PETSc's
-            # -ksp_pipelcg_lmax), no drift check: no estimate, hand-over or restart timed
-            "p(2)-CG": lambda A, b, n: pk.plcg(A, b, depth=2, maxiter=n, interval=(0.0, 2.0), drift_tol=None,
-                                               **common).iterations}
+            "p(2)-CG": lambda A, b, n: pk.plcg(A, b, maxiter=n, **PLCG, **common).iterations}
 
 
 def _problem(comm, local):
     import pipekrylov as pk
-    from .timing import grid
-    A = pk.poisson2d(comm, *grid(local * comm.size))
-    b = A.matvec(np.ones(A.partition.nlocal)) + 1e-3
+    from .timing import poisson
+    A, b = poisson(comm, local * comm.size)
     # n2 below the iterations p-CG takes to reach rounding (rtol 0 would stop it there)
     reach = pk.pipelined("cg")(A, b, rtol=0.0, maxiter=400, M="jacobi").iterations
     n2 = max(8, min(100, int(0.8 * reach)))

@@ -320,15 +320,11 @@ def fixed_costs(machine, local=FIXED_SIZE):
     models there.  Local to this process."""
     from mpi4py import MPI
     import pipekrylov as pk
-    from .timing import per_iteration
-    side = int(round(math.sqrt(local)))
-    A = pk.poisson2d(MPI.COMM_SELF, side)
-    b = A.matvec(np.ones(A.shape[0])) + 1e-3
+    from .timing import PLCG, per_iteration, poisson
+    A, b = poisson(MPI.COMM_SELF, int(round(math.sqrt(local))) ** 2)
     pcg = pk.pipelined("cg")
     run = dict(rtol=0.0, M="jacobi", comm=MPI.COMM_SELF)
-    # p(2)-CG's pipeline itself: shifts on the known spectrum, no drift check (no estimate,
-    # hand-over or restart in the timed solves)
-    plcg = dict(run, depth=2, interval=(0.0, 2.0), drift_tol=None)
+    plcg = dict(run, **PLCG)
     funcs = {"cg compiled": lambda k: pk.cg(A, b, maxiter=k, loop="compiled", **run).iterations,
              "p-cg compiled": lambda k: pcg(A, b, maxiter=k, loop="compiled", **run).iterations,
              "p-cg python": lambda k: pcg(A, b, maxiter=k, loop="python", **run).iterations,

@@ -12,7 +12,12 @@ import time
 
 import numpy as np
 
-__all__ = ["grid", "petsc_solver", "per_iteration"]
+__all__ = ["grid", "poisson", "PLCG", "petsc_solver", "per_iteration"]
+
+# p(2)-CG as timed: its shifts on [0, 2] (the spectrum of Jacobi-preconditioned 2D Poisson,
+# as PETSc's -ksp_pipelcg_lmax would give them), no drift check: the pipeline itself, with
+# no shift estimate, hand-over or restart in the solves timed
+PLCG = dict(depth=2, interval=(0.0, 2.0), drift_tol=None)
 
 
 def grid(total):
@@ -22,6 +27,14 @@ def grid(total):
         return nx, nx
     nx = 1 << int(np.ceil(np.log2(np.sqrt(total))))
     return nx, total // nx
+
+
+def poisson(comm, total):
+    """The timed problem: 2D Poisson with ``total`` unknowns and b = A 1 + 10^-3 (not an
+    eigenvector, nor a solution p(l)-CG's start reaches at once)."""
+    from .matrix import poisson2d
+    A = poisson2d(comm, *grid(total))
+    return A, A.matvec(np.ones(A.partition.nlocal)) + 1e-3
 
 
 def petsc_solver(A, b, ksp_type, pc="jacobi"):

@@ -26,11 +26,12 @@ from mpi4py import MPI
 from ..kernels import fused_kernel
 from ..parallel import native
 from ..parallel.runtime import EVENTS, FloatSlot, IntSlot, runtime_source
-from ..solvers.compiled import BUFFERED, LoopFunctions, collect, loop_state, operands
+from ..solvers.compiled import BUFFERED, LoopFunctions, collect, fused_call, fused_import, loop_state, operands
 from ..solvers.result import Breakdown
 from .basis import BasisBreakdown, BasisDrift, SqrtBreakdown
 
-__all__ = ["loop_source", "CompiledCycle", "compiled_cycle", "next_column", "level_update", "solution_update"]
+__all__ = ["loop_source", "CompiledCycle", "compiled_cycle", "breakdown", "next_column", "level_update",
+           "solution_update", "INDEFINITE", "PIVOT"]
 
 # resume points of the loop, set by the driver before each call
 TOP, TEST, AFTER_TEST = 0, 1, 2
@@ -61,25 +62,19 @@ def solution_update():
     return fused_kernel(["p = a*p + t*v", "x = x + zeta*p"], scalars=["a", "t", "zeta"])
 
 
-def _call(kernel, name, vectors, coef, out):
-    """A fused kernel's call, its vectors by the loop's expressions for them."""
-    return f"{name}({', '.join(vectors[v] for v in kernel.vectors)}, {coef}, {out})"
-
-
 def loop_source(l):
     """The module of p(l)-CG's compiled loop at depth ``l`` (source text)."""
     I, F = IntSlot, FloatSlot
     nc, lu, su = next_column(l), level_update(), solution_update()
     ndots = l + 2
-    column = _call(nc, "next_column", {
+    column = fused_call(nc, "next_column", {
         "u": "U[s1]", "ui": "U[s0]", "um": "U[sp]", "z": "Z[s1]", "zi": "Z[s0]", "zm": "Z[sp]",
         "v": "Q[0, c % 3]", "vp": "Q[0, k % 3]", **{f"y{j}": f"Z[(c + {j}) % L]" for j in range(1, l)}},
         "coef", "send[(it + 1) % NS]")
-    level = _call(lu, "level_update", {"q": "Q[m, (k + 1) % 3]", "qk": "Q[m, k % 3]", "top": "above",
+    level = fused_call(lu, "level_update", {"q": "Q[m, (k + 1) % 3]", "qk": "Q[m, k % 3]", "top": "above",
                                        "qm": "qm"}, "coef", "out")
-    solution = _call(su, "solution_update", {"p": "p", "v": "Q[0, k % 3]", "x": "x"}, "coef", "out")
-    imports = [f"from {k._compiled.py_func.__module__} import fused as {name}"
-               for name, k in (("next_column", nc), ("level_update", lu), ("solution_update", su))]
+    solution = fused_call(su, "solution_update", {"p": "p", "v": "Q[0, k % 3]", "x": "x"}, "coef", "out")
+    imports = [fused_import(k, name) for name, k in (("next_column", nc), ("level_update", lu), ("solution_update", su))]
     return f'''# the compiled loop of: p({l})-CG (pipekrylov.deep.plcg)
 {runtime_source()}
 {chr(10).join(imports)}
@@ -408,7 +403,7 @@ class CompiledCycle:
                 if event == "failed":
                     run.reduction.raise_failure()
                 if event == "breakdown":
-                    raise self._breakdown(int(ints[I.CHECK]), float(floats[F.VALUE]), int(ints[I.ITERATION]) - l, p)
+                    raise breakdown(int(ints[I.CHECK]), float(floats[F.VALUE]), int(ints[I.ITERATION]) - l, p)
                 mpi_failed = True
                 raise MPI.Exception(int(ints[I.MPI_ERROR]))
         finally:
@@ -418,16 +413,19 @@ class CompiledCycle:
                 drain(*drain_args)
                 collect(run, ints, floats, hist, trace, labels)
 
-    @staticmethod
-    def _breakdown(check, value, k, p):
-        c = k + 1
-        if check == INDEFINITE:
-            return Breakdown("diverged_indefinite_mat", f"matrix is not positive definite: (A v, v) = {value:.3e} <= 0")
-        if check == PIVOT:
-            return BasisBreakdown(f"LDL^T pivot {value:.3e} <= 0 in iteration {k}")
-        if check == SQUARE_ROOT:
-            return SqrtBreakdown(c, value)
-        return BasisDrift(c, value, p.copy())
+
+
+def breakdown(check, value, k, direction):
+    """What ends iteration ``k`` of a cycle at check ``check`` (INDEFINITE, PIVOT,
+    SQUARE_ROOT, DRIFT) with ``value``; both loops raise it."""
+    c = k + 1
+    if check == INDEFINITE:
+        return Breakdown("diverged_indefinite_mat", f"matrix is not positive definite: (A v, v) = {value:.3e} <= 0")
+    if check == PIVOT:
+        return BasisBreakdown(f"LDL^T pivot {value:.3e} <= 0 in iteration {k}")
+    if check == SQUARE_ROOT:
+        return SqrtBreakdown(c, value)
+    return BasisDrift(c, value, direction.copy())
 
 
 @functools.lru_cache(maxsize=None)

@@ -36,9 +36,9 @@ import numpy as np
 from ..derive import BASE_METHODS, loop as derived_loop
 from ..parallel import collective_check
 from ..solvers.common import Breakdown, SolverRun
-from ..solvers.compiled import LoopCompileError, check_loop, unsupported
+from ..solvers.compiled import LoopCompileError, check_loop, loop_choice
 from .basis import BandedColumns, BasisBreakdown, BasisDrift, complete_column
-from .compiled import compiled_cycle, level_update, next_column, solution_update
+from .compiled import INDEFINITE, PIVOT, breakdown, compiled_cycle, level_update, next_column, solution_update
 from .pipeline import Pipeline, VectorPool
 from .spectrum import krylov_basis, resolve_shifts
 
@@ -106,17 +106,13 @@ def plcg(A, b, x0=None, *, depth=2, shifts="auto", interval=None, rtol=1e-5, ato
         fallback_depth = min(_depth(fallback_depth), depth)
     run = SolverRun(f"p({depth})-cg", A, b, x0, rtol, atol, maxiter, M, callback, comm,
                     monitor, latency, loop=loop)
-    run.restarts, run.shifts, run.depth, run.handed_over = 0, None, depth, None
+    run.depth = depth   # after a breakdown, the fallback depth
     _check_depth_fits(run, depth)
-    why = unsupported(run) if loop != "python" else None
-    if why is not None and loop == "compiled":
-        raise ValueError(f"{run.method}: loop='compiled' cannot run this solve: {why}")
-    chosen = loop if why is None else "python"
+    chosen = loop if loop_choice(run, loop) == "compiled" else "python"
     loops = []   # the loop each cycle ran
     result = run.run(lambda run: _solve(run, depth, shifts, interval, int(estimate_steps),
                                         drift_tol, fallback_depth, chosen, loops))
-    result.restarts, result.shifts, result.depth = run.restarts, run.shifts, run.depth
-    result.handed_over = run.handed_over
+    result.depth = run.depth
     result.loop = "python" if chosen == "python" or "python" in loops else "compiled"
     return result
 
@@ -291,11 +287,8 @@ def _iterate(run, A, x, l, sigma, pool, pipe, report_initial, drift_tol, compile
             lam = delta[k - 1] / eta
             eta = gamma[k] - lam * delta[k - 1]
             zeta = -lam * zeta
-        if not eta > 0:
-            if k == 0:        # eta = gamma_0 = (A v_0, v_0)
-                raise Breakdown("diverged_indefinite_mat",
-                                f"matrix is not positive definite: (A v, v) = {eta:.3e} <= 0")
-            raise BasisBreakdown(f"LDL^T pivot {eta:.3e} <= 0 in iteration {k}")
+        if not eta > 0:       # at k = 0, eta = gamma_0 = (A v_0, v_0)
+            raise breakdown(INDEFINITE if k == 0 else PIVOT, eta, k, p)
         solution_update()({"p": p, "v": levels[0][k], "x": x},
                         {"a": -d_prev / eta, "t": 1.0 / eta, "zeta": zeta})
         pool.give(levels[0].pop(k - 1, None))

@@ -52,10 +52,7 @@ def plgmres(A, b, x0=None, *, depth=1, restart=30, shifts="auto", interval=None,
                     monitor, latency)
     if depth < 1 or restart < depth:
         raise ValueError(f"need 1 <= depth <= restart, got depth={depth}, restart={restart}")
-    run.restarts, run.shifts = 0, None
-    result = run.run(lambda run: _solve(run, depth, restart, shifts, interval, int(estimate_steps)))
-    result.restarts, result.shifts = run.restarts, run.shifts
-    return result
+    return run.run(lambda run: _solve(run, depth, restart, shifts, interval, int(estimate_steps)))
 
 
 def _solve(run, l, m, shifts, interval, estimate_steps):

@@ -129,9 +129,7 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, c
         compiled, error = _compiled(sched) if loop != "python" else (None, None)   # alike on every rank
         if error is not None and loop == "compiled":
             raise error
-        result = run_on_loop(run, generated, compiled, loop, why=error and str(error))
-        result.replacements = run.replacements
-        return result
+        return run_on_loop(run, generated, compiled, loop, why=error and str(error))
 
     solver.__name__ = f"p_{method.name}"
     solver.__doc__ = (f"Pipelined {method.title}, derived by pipekrylov.derive.\n\n"
@@ -148,7 +146,7 @@ def loop(method, replace_automatic=False, loop="auto"):
     iterations, reason)`` on a :class:`~pipekrylov.solvers.common.SolverRun` (which a
     deep solver hands over to, with ``state`` a warm start): the compiled loop where
     ``loop`` and the solve allow (as :func:`pipelined`), else the Python loop."""
-    from ..solvers.compiled import LoopCompileError, check_loop, unsupported
+    from ..solvers.compiled import LoopCompileError, check_loop, loop_choice
     check_loop(loop)
     method = _method(method)
     verify(method)
@@ -157,15 +155,12 @@ def loop(method, replace_automatic=False, loop="auto"):
     compiled, error = _compiled(sched) if loop != "python" else (None, None)
 
     def run_loop(run, state=None):
-        if compiled is not None and unsupported(run) is None:
+        if loop_choice(run, loop, error and str(error)) == "compiled":
             try:
                 return compiled(run, state)
             except LoopCompileError:   # before any collective, on every rank alike
                 if loop == "compiled":
                     raise
-        elif loop == "compiled":
-            raise ValueError(f"{run.method}: loop='compiled' cannot run this solve: "
-                             f"{error or unsupported(run)}")
         return python(run, state)
     return run_loop
 

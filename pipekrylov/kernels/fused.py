@@ -51,6 +51,12 @@ class FusedKernel:
         self._compiled(*[vectors[v] for v in self.vectors], coef, out)
         return out[:len(self.dots)]
 
+    @property
+    def module(self):
+        """The name of the generated module that defines the kernel as ``fused`` (what a
+        compiled loop imports it from)."""
+        return self._compiled.py_func.__module__
+
     def __repr__(self):
         return f"FusedKernel({list(self.statements)!r}, dots={list(self.dots)!r})"
 

@@ -47,9 +47,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
     from .compiled import check_loop, run_on_loop
     check_loop(loop)
     run = SolverRun("bicgstab", A, b, x0, rtol, atol, maxiter, M, callback, comm, monitor, latency, loop=loop)
-    result = run_on_loop(run, _bicgstab_loop, _compiled_bicgstab() if loop != "python" else None, loop)
-    result.restarts = run.restarts
-    return result
+    return run_on_loop(run, _bicgstab_loop, _compiled_bicgstab() if loop != "python" else None, loop)
 
 
 def _bicgstab_loop(run):
@@ -74,7 +72,7 @@ def _bicgstab_loop(run):
             # BiCG breakdown: (r0, r) vanished.  Restart the shadow space from the current
             # residual (then (r0, r) = (r, r) > 0) instead of giving up.
             if restarted_at == iteration - 1:
-                raise Breakdown("diverged_breakdown_bicg", f"(r0, r) = {rho:.3e}: BiCG breakdown")
+                raise _breakdown(0, rho)
             r0[:] = r
             rho, restarted_at = rr, iteration
             run.restarts += 1
@@ -82,14 +80,14 @@ def _bicgstab_loop(run):
             p[:] = r
         else:
             if abs(omega) < EPS2:
-                raise Breakdown("diverged_breakdown", f"omega = {omega:.3e}")
+                raise _breakdown(1, omega)
             beta = (rho / rho_prev) * (alpha / omega)
             direction({"p": p, "r": r, "v": v}, {"beta": beta, "omega": omega})
         run.precondition(p, phat)
         matvec(phat, v)
         rv = reduce([dot(r0, v)], "(r0,v)")[0]
         if rv == 0:
-            raise Breakdown("diverged_breakdown", "(r0, A p) = 0")
+            raise _breakdown(2, rv)
         alpha = rho / rv
         (ss,) = half({"r": r, "v": v}, {"alpha": alpha})  # r now holds s
         run.precondition(r, shat)
@@ -188,6 +186,8 @@ def bicgstab_loop_source():
 
 
 def _breakdown(check, value):
+    """The breakdown of check ``check`` (as the compiled loop numbers them) at ``value``;
+    both loops raise it."""
     if check == 0:
         return Breakdown("diverged_breakdown_bicg", f"(r0, r) = {value:.3e}: BiCG breakdown")
     if check == 1:

@@ -87,16 +87,13 @@ def _cg_loop(run):
         if iteration == run.maxiter:
             break
         if rho < 0:
-            raise Breakdown("diverged_indefinite_pc", "preconditioner is not positive definite: (r, Mr) < 0")
+            raise _breakdown(0, rho)
         beta = 0.0 if rho_prev is None else rho / rho_prev
         direction({"p": p, "z": z}, {"beta": beta})
         matvec(p, q)
         pq = reduce([dot(p, q)], "(p,Ap)")[0]
         if not pq > 0:
-            if not np.isfinite(pq):
-                raise Breakdown("diverged_nanorinf", "(p, Ap) is not finite")
-            raise Breakdown("diverged_indefinite_mat",
-                            f"matrix is not positive definite: (p, Ap) = {pq:.3e} <= 0")
+            raise _breakdown(1 if not np.isfinite(pq) else 2, pq)
         alpha = rho / pq
         (rr,) = update({"x": x, "p": p, "r": r, "q": q}, {"alpha": alpha})
         rho_prev = rho
@@ -157,6 +154,8 @@ def cg_loop_source():
 
 
 def _breakdown(check, value):
+    """The breakdown of check ``check`` (as the compiled loop numbers them) at ``value``;
+    both loops raise it."""
     if check == 0:
         return Breakdown("diverged_indefinite_pc", "preconditioner is not positive definite: (r, Mr) < 0")
     if check == 1:

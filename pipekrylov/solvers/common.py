@@ -175,7 +175,8 @@ class SolverRun:
         out = A.gather(x) if self.whole else x
         return SolveResult(out, info, reason=reason, message=message, iterations=iterations,
                            residual_norms=self.history, timings=timings, reductions=red,
-                           method=self.method)
+                           method=self.method, replacements=self.replacements, restarts=self.restarts,
+                           shifts=self.shifts, handed_over=self.handed_over)
 
     def run(self, loop):
         """Run a solver loop ``loop(self) -> (x, iterations, reason)``; turn breakdowns into info < 0."""

@@ -25,6 +25,7 @@ from ..precond import BlockJacobi, Jacobi
 from .result import Breakdown
 
 __all__ = ["BUFFERED", "POKE_ROWS", "LOOPS", "LoopCompileError", "LoopFunctions", "ClassicLoop", "classic_source",
+           "fused_call", "fused_import", "loop_choice",
            "unsupported", "check_loop", "run_on_loop", "operands", "loop_state", "collect", "kinds"]
 
 LOOPS = ("auto", "compiled", "python")
@@ -58,17 +59,24 @@ def check_loop(loop):
         raise ValueError(f"loop must be one of {', '.join(map(repr, LOOPS))}, got {loop!r}")
 
 
+def loop_choice(run, loop, why=None):
+    """``"compiled"`` where ``loop`` and the solve allow the compiled loop (``why``: why it
+    cannot, when the caller knows; else :func:`unsupported` says), else ``"python"``;
+    ``loop="compiled"`` on a solve it cannot run raises ValueError saying why."""
+    if loop == "python":
+        return "python"
+    why = why or unsupported(run)
+    if why is None:
+        return "compiled"
+    if loop == "compiled":
+        raise ValueError(f"{run.method}: loop='compiled' cannot run this solve: {why}")
+    return "python"
+
+
 def run_on_loop(run, python, compiled, loop, why=None):
-    """Run the solve on the compiled loop where ``loop`` and the solve allow (``why``: why
-    it cannot, when the caller knows; else :func:`unsupported` says), else on the Python
-    loop; ``result.loop`` says which ran."""
-    chosen = python
-    if loop != "python":
-        why = why or unsupported(run)
-        if why is None:
-            chosen = compiled
-        elif loop == "compiled":
-            raise ValueError(f"{run.method}: loop='compiled' cannot run this solve: {why}")
+    """Run the solve on the loop :func:`loop_choice` picks (the Python loop where the
+    compiled one does not compile, under ``"auto"``); ``result.loop`` says which ran."""
+    chosen = compiled if loop_choice(run, loop, why) == "compiled" else python
     try:
         result = run.run(chosen)
     except LoopCompileError:   # raised before any collective, on every rank alike
@@ -131,7 +139,7 @@ def classic_source(title, kernels, vectors, state, reductions, begin, top, body,
     names = ", ".join(vectors)
     load = ", ".join(f"S[{j}]" for j in range(len(state)))
     lines = [f"# the compiled loop of: {title}", runtime_source()]
-    lines += [f"from {k._compiled.py_func.__module__} import fused as {name}" for name, k in kernels.items()]
+    lines += [fused_import(k, name) for name, k in kernels.items()]
     lines += ["", "", f"def begin({names}, S, I, F, A, P, R):", *("    " + line for line in begin), "    return 0",
               "", "", f"def loop({names}, S, send, D, I, F, hist, trace, A, P, R):",
               f"    iteration = I[{I.ITERATION}]", f"    resume = I[{I.RESUME}]",
@@ -149,9 +157,15 @@ def classic_source(title, kernels, vectors, state, reductions, begin, top, body,
     return "\n".join(lines)
 
 
-def fused_call(kernel, name):
-    """The call of a fused kernel in a loop's source: its vectors by name, ``coef``, ``out``."""
-    return f"{name}({', '.join(kernel.vectors)}, coef, out)"
+def fused_import(kernel, name):
+    """The import of a fused kernel into a loop's module, as ``name``."""
+    return f"from {kernel.module} import fused as {name}"
+
+
+def fused_call(kernel, name, vectors=None, coef="coef", out="out"):
+    """The call of a fused kernel in a loop's source: its vectors by name (or by the
+    expressions ``vectors`` maps them to), then ``coef`` and ``out``."""
+    return f"{name}({', '.join((vectors or {}).get(v, v) for v in kernel.vectors)}, {coef}, {out})"
 
 
 class ClassicLoop:

@@ -58,13 +58,13 @@ def _cr_loop(run):
         if iteration == run.maxiter:
             break
         if gamma == 0:
-            raise Breakdown("diverged_breakdown", "(u, Au) = 0")
+            raise _breakdown(0, gamma)
         beta = 0.0 if gamma_prev is None else gamma / gamma_prev
         directions({"p": p, "u": u, "s": s, "w": w}, {"beta": beta})
         run.precondition(s, q)
         sq = reduce([dot(s, q)], "(Ap,MAp)")[0]
         if not sq > 0:
-            raise Breakdown("diverged_indefinite_pc", f"(Ap, M Ap) = {sq:.3e} <= 0")
+            raise _breakdown(1, sq)
         alpha = gamma / sq
         (rr,) = update({"x": x, "p": p, "r": r, "s": s, "u": u, "q": q}, {"alpha": alpha})
         matvec(u, w)
@@ -122,6 +122,8 @@ def cr_loop_source():
 
 
 def _breakdown(check, value):
+    """The breakdown of check ``check`` (as the compiled loop numbers them) at ``value``;
+    both loops raise it."""
     if check == 0:
         return Breakdown("diverged_breakdown", "(u, Au) = 0")
     return Breakdown("diverged_indefinite_pc", f"(Ap, M Ap) = {value:.3e} <= 0")
