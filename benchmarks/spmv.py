@@ -91,6 +91,7 @@ def index_variants(A):
     """The textbook loop with other index types, beside the kernel we use."""
     import numba
     from pipekrylov.kernels import csr_matvec
+    from pipekrylov.kernels.spmv import RowRuns
     from pipekrylov.matrix.distributed import CSRBlock
 
     @numba.njit(fastmath=False)
@@ -112,7 +113,7 @@ def index_variants(A):
     block = CSRBlock(A)
     if block.runs is not None:
         by_rows = CSRBlock(A)
-        by_rows.runs.diagonal[:] = 0
+        by_rows.runs = RowRuns.of(by_rows.indptr, by_rows.indices, by_rows.data, A.shape[1], diagonals=False)
         variants["runs of equal rows, straight-line per row length"] = \
             lambda: by_rows.multiply_rows(0, A.shape[0], x, y)
         variants["ours: and diagonal runs by diagonal"] = lambda: block.multiply_rows(0, A.shape[0], x, y)

@@ -40,21 +40,28 @@ def laplacian_1d(n):
     return sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(n, n))
 
 
+def _without_zeros(A):
+    A = sp.csr_matrix(A)
+    A.eliminate_zeros()
+    return A
+
+
 def reference_stencil(kind, n):
-    """Generator matrices assembled independently (Kronecker sums) for comparison."""
+    """Generator matrices assembled independently (Kronecker sums) for comparison, without
+    the explicit zeros scipy's kron stores for tiny grids."""
     I = sp.identity(n)
     T = laplacian_1d(n)
     if kind == "poisson2d":
-        return (sp.kron(I, T) + sp.kron(T, I)).tocsr()
+        return _without_zeros(sp.kron(I, T) + sp.kron(T, I))
     if kind == "poisson3d":
-        return (sp.kron(sp.kron(I, I), T) + sp.kron(sp.kron(I, T), I) + sp.kron(sp.kron(T, I), I)).tocsr()
+        return _without_zeros(sp.kron(sp.kron(I, I), T) + sp.kron(sp.kron(I, T), I) + sp.kron(sp.kron(T, I), I))
     if kind == "anisotropic2d":
         eps = 1e-2
-        return (eps * sp.kron(I, T) + sp.kron(T, I)).tocsr()
+        return _without_zeros(eps * sp.kron(I, T) + sp.kron(T, I))
     if kind == "convection_diffusion2d":
         h = 1.0 / (n + 1)
         D = sp.diags([-1.0, 1.0], [-1, 1], shape=(n, n)) * (h / 2)  # central first difference
-        return (sp.kron(I, T) + sp.kron(T, I) + 20.0 * sp.kron(I, D) + 10.0 * sp.kron(D, I)).tocsr()
+        return _without_zeros(sp.kron(I, T) + sp.kron(T, I) + 20.0 * sp.kron(I, D) + 10.0 * sp.kron(D, I))
     raise ValueError(kind)
 
 

@@ -25,8 +25,8 @@ def check_spmv(D, A, seed=0):
 @pytest.mark.parametrize("kind", GENERATED)
 @pytest.mark.parametrize("large", [False, True], ids=["small", "diagonal-runs"])
 def test_generators_equal_independent_assembly(comm, kind, large):
-    """Small grids run by CSR rows; larger ones by diagonal runs inside each rank's block."""
-    n = {False: 7, True: 20}[large] if kind == "poisson3d" else {False: 13, True: 40}[large]
+    """Tiny grids run by CSR rows; larger ones by diagonal runs inside each rank's block."""
+    n = {False: 3, True: 20}[large] if kind == "poisson3d" else {False: 5, True: 40}[large]
     D = getattr(generators, kind)(comm, n)
     A = reference_stencil(kind, n)
     assert D.shape == A.shape and D.nnz == A.nnz
@@ -62,10 +62,12 @@ def row_run_cases():
 
 @pytest.mark.parametrize("case", list(row_run_cases()), ids=lambda c: c[0])
 def test_spmv_by_row_runs_equals_scipy_for_any_row_range(case):
-    """The run kernel (rows of equal length, straight-line code per length; rows on the same
-    diagonals by diagonal) serves stencil matrices; irregular ones keep the CSR loop.  Row
-    ranges that start and end inside a run (the chunks of an overlapped SpMV) give the same
-    numbers as one call, and the diagonal runs the same numbers as the CSR runs."""
+    """The run kernel (rows of equal length, straight-line code per length; rows on a few
+    common diagonals by diagonal, padded with zeros) serves stencil matrices; irregular
+    ones keep the CSR loop.  Row ranges that start and end inside a run (the chunks of an
+    overlapped SpMV) give the same numbers as one call, and the diagonal runs the same
+    numbers as runs of equal rows only (a padded zero leaves a sum from the left as is)."""
+    from pipekrylov.kernels.spmv import MAX_PADDING, RowRuns
     from pipekrylov.matrix.distributed import CSRBlock
     name, A, uses_runs, uses_diagonals = case
     block = CSRBlock(A)
@@ -80,10 +82,29 @@ def test_spmv_by_row_runs_equals_scipy_for_any_row_range(case):
     assert np.array_equal(whole, chunked)
     assert rel(whole, A @ x) < 1e-14
     if uses_diagonals:
-        block.runs.diagonal[:] = 0            # the same runs through the CSR code
+        runs = block.runs
+        for g in np.flatnonzero(runs.diagonal):    # each diagonal run pads at most its share
+            a, b = runs.start[g], runs.start[g + 1]
+            stored = (b - a) * runs.length[g]
+            assert stored - (block.indptr[b] - block.indptr[a]) <= MAX_PADDING * stored
+        block.runs = RowRuns.of(block.indptr, block.indices, block.data, A.shape[1], diagonals=False)
+        assert not block.runs.diagonal.any()
         by_rows = np.full(n, np.nan)
         block.multiply_rows(0, n, x, by_rows)
         assert np.array_equal(whole, by_rows)
+
+
+def test_stencil_block_is_one_diagonal_run_between_its_boundary_lines():
+    """A 2D Laplacian's rows at the grid's left and right edges lack a diagonal: padded,
+    they stay in one diagonal run from the second grid line to the last but one."""
+    from pipekrylov.matrix.distributed import CSRBlock
+    nx = 24
+    runs = CSRBlock(reference_stencil("poisson2d", nx)).runs
+    g = [g for g in np.flatnonzero(runs.diagonal) if runs.length[g] == 5]
+    assert len(g) == 1 and runs.start[g[0]] == nx and runs.start[g[0] + 1] == nx * nx - nx
+    o = runs.offset_ptr[g[0]]
+    assert list(runs.offsets[o:o + 5]) == [-nx, -1, 0, 1, nx]
+    assert len(runs.length) <= 9   # the two boundary lines: a few runs each
 
 
 @pytest.mark.mpi

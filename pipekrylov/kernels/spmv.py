@@ -9,19 +9,20 @@ inner loop is unrolled by two with two accumulators, as PETSc's
 
 Matrices from stencils have long runs of rows of equal length (a 5-point Laplacian: all
 rows but the boundary ones hold 5 entries).  ``RowRuns`` records those runs and
-``runs_kernel`` multiplies them with straight-line code per length, summed as a balanced
-tree: no row-pointer loads, no inner loop, a short dependency chain (benchmarks/spmv.py
-measures it against the unrolled loop).
+``runs_kernel`` multiplies them with straight-line code per length: no row-pointer loads,
+no inner loop (benchmarks/spmv.py measures it against the unrolled loop).
 
-Within those runs, the rows away from the stencil's boundaries also have their entries on
-the same diagonals (column - row offsets).  ``RowRuns`` stores the values of such
-*diagonal runs* a second time, by diagonal (entry j of row r at ``values[j, r]``, so that
-diagonal j of consecutive runs is one stream in memory; 8 bytes per row and diagonal),
-and the kernel then reads no column indices and no row pointers: each term is two
-contiguous streams, and the loop vectorizes (benchmarks/spmv.py measures it against the
-CSR runs).
-The sums are the same balanced trees in the same column order, so the results are bit
-for bit those of the CSR runs.
+Most rows of a stencil also have their entries on a few common diagonals (column - row
+offsets).  ``RowRuns`` stores the values of such *diagonal runs* a second time, by
+diagonal (entry j of row r at ``values[j, r]``, so that diagonal j of a run is one stream
+in memory; 8 bytes per row and diagonal), and the kernel then reads no column indices
+and no row pointers: each term is two contiguous streams, and the loop vectorizes.  A
+row at a grid boundary lacks a diagonal or two: it is padded with zeros and stays in the
+run, so a 2D or 3D Laplacian's block is one diagonal run between its first and last
+grid lines, with no per-run cost at small sizes.  Every row sums its terms from the left
+in column order, in both kinds of run, so a padded zero leaves the sum exactly as it
+was: the two give the same numbers bit for bit (tested).  (A padded zero times an
+infinite or NaN ``x`` entry makes the row NaN where CSR would not read that entry.)
 """
 import functools
 
@@ -88,17 +89,21 @@ def gather(x, index, out):
 MAX_FIXED = 9          # straight-line code for rows of 1..9 entries (a 3D 7-point or 2D 9-point row)
 MIN_AVERAGE_RUN = 8    # with fewer rows per run on average the unrolled CSR loop is as fast
 MIN_DIAGONAL_RUN = 16  # rows; shorter diagonal runs stay CSR runs (vectors too short to pay)
+MAX_PADDING = 0.125    # of a diagonal run's stored entries at most this share are zeros it adds
 
 
 class RowRuns:
-    """Maximal runs of consecutive rows with the same number of entries, some of them
-    diagonal runs (the same column offsets in every row, values stored by diagonal).
+    """The rows in runs: diagonal runs (rows whose entries lie on a few common diagonals,
+    values stored by diagonal) and, between them, runs of consecutive rows with the same
+    number of entries.
 
     ``start`` holds each run's first row and, last, the number of rows; ``length`` the
-    entries per row of each run; ``diagonal[g]`` whether run ``g`` is a diagonal run, its
-    offsets then ``offsets[offset_ptr[g]:offset_ptr[g] + length[g]]`` and entry ``j`` of
-    its row ``r`` in ``values[j, r]`` (zero outside diagonal runs).  ``RowRuns.of(...)``
-    is None where runs are too short to pay (irregular matrices).
+    entries per row of each run (of a diagonal run: its diagonals); ``diagonal[g]``
+    whether run ``g`` is a diagonal run, its offsets (column - row) then
+    ``offsets[offset_ptr[g]:offset_ptr[g] + length[g]]`` and entry ``j`` of its row ``r``
+    in ``values[j, r]``: zero where row ``r`` has no entry on diagonal ``j`` (a stencil's
+    rows at a grid boundary; at most :data:`MAX_PADDING` of a run's entries).
+    ``RowRuns.of(...)`` is None where runs are too short to pay (irregular matrices).
     """
 
     def __init__(self, start, length, diagonal, offsets, offset_ptr, values):
@@ -106,63 +111,124 @@ class RowRuns:
         self.offsets, self.offset_ptr, self.values = offsets, offset_ptr, values
 
     @classmethod
-    def of(cls, indptr, indices, data):
+    def of(cls, indptr, indices, data, ncols=None, diagonals=True):
+        """The runs of a CSR block with ``ncols`` columns (default: its rows); without
+        diagonal runs when ``diagonals`` is False (runs of equal rows only)."""
         indptr = np.asarray(indptr, dtype=np.int64)
+        n = len(indptr) - 1
+        if n <= 0:
+            return None
+        ncols = n if ncols is None else ncols
+        indices = np.asarray(indices, dtype=np.int64)
+        most = n // MIN_DIAGONAL_RUN + 1
+        run_of = np.full(n, -1, np.int64)
+        width, diagonals_of = np.zeros(most, np.int64), np.zeros((most, MAX_FIXED), np.int64)
+        count = _diagonal_runs(indptr, indices, ncols, MIN_DIAGONAL_RUN, MAX_PADDING,
+                               run_of, width, diagonals_of) if diagonals else 0
         lengths = np.diff(indptr)
-        if len(lengths) == 0:
+        # a new run where a diagonal run begins or ends, or the row length changes outside them
+        new = np.ones(n, dtype=bool)
+        new[1:] = (run_of[1:] != run_of[:-1]) | ((run_of[1:] < 0) & (lengths[1:] != lengths[:-1]))
+        start = np.flatnonzero(new)
+        if n < MIN_AVERAGE_RUN * len(start):
             return None
-        if len(lengths) < MIN_AVERAGE_RUN * (1 + np.count_nonzero(np.diff(lengths))):
-            return None
-        diagonal_row, group = _diagonal_groups(indptr, indices, lengths)
-        rows = np.arange(len(lengths))
-        new = np.ones(len(lengths), dtype=bool)
-        new[1:] = ((lengths[1:] != lengths[:-1]) | (diagonal_row[1:] != diagonal_row[:-1])
-                   | (diagonal_row[1:] & (group[1:] != group[:-1])))
-        first = rows[new]
-        start = np.append(first, len(lengths)).astype(np.int64)
-        length = lengths[first].astype(np.int64)
-        diagonal = diagonal_row[first]
-        # values[j, r]: the j-th entry of row r of a diagonal run, so that diagonal j of
-        # consecutive runs is one stream in memory
-        values = np.zeros((int(length[diagonal].max(initial=0)), len(lengths)))
-        offset_ptr = np.zeros(len(first), np.int64)
+        diagonal = run_of[start] >= 0
+        length = lengths[start]
+        length[diagonal] = width[:count]
+        values = np.zeros((int(length[diagonal].max(initial=0)), n))
+        offset_ptr = np.zeros(len(start), np.int64)
         offset_ptr[diagonal] = np.concatenate(([0], np.cumsum(length[diagonal])[:-1]))
-        offsets = np.zeros(int(length[diagonal].sum()), np.int64)
-        for g in np.flatnonzero(diagonal):
-            a, b, k = indptr[start[g]], indptr[start[g + 1]], length[g]
-            offsets[offset_ptr[g]:offset_ptr[g] + k] = indices[a:a + k].astype(np.int64) - start[g]
-            values[:k, start[g]:start[g + 1]] = np.asarray(data[a:b]).reshape(-1, k).T
-        return cls(start, length, diagonal.astype(np.uint8), offsets, offset_ptr, values)
+        offsets = np.concatenate([diagonals_of[g, :width[g]] for g in range(count)] or [np.zeros(0, np.int64)])
+        _diagonal_values(indptr, indices, np.asarray(data, dtype=np.float64), run_of, diagonals_of, values)
+        return cls(np.append(start, n).astype(np.int64), length.astype(np.int64), diagonal.astype(np.uint8),
+                   offsets, offset_ptr, values)
 
 
-def _diagonal_groups(indptr, indices, lengths):
-    """Per row: whether it belongs to a diagonal run, and its group (rows of one group are
-    consecutive and have the same column offsets)."""
-    n, nnz = len(lengths), int(indptr[-1])
-    offset = indices.astype(np.int64) - np.repeat(np.arange(n), lengths)
-    entry_row_length = np.repeat(lengths, lengths)
-    # entry j of row r against entry j of row r + 1 (when both rows are equally long)
-    partner = np.arange(nnz) + entry_row_length
-    differs = np.ones(nnz, dtype=bool)
-    inside = partner < nnz
-    differs[inside] = offset[inside] != offset[partner[inside]]
-    count = np.concatenate(([0], np.cumsum(differs)))
-    same_as_next = np.zeros(n, dtype=bool)
-    same_as_next[:-1] = ((lengths[:-1] == lengths[1:]) & (lengths[:-1] > 0)
-                         & (count[indptr[1:-1]] == count[indptr[:-2]]))
-    begins = np.ones(n, dtype=bool)
-    begins[1:] = ~same_as_next[:-1]
-    group = np.cumsum(begins) - 1
-    size = np.bincount(group)[group]
-    return (size >= MIN_DIAGONAL_RUN) & (lengths >= 1) & (lengths <= MAX_FIXED), group
+@jit(["int64(int64[::1], int64[::1], int64, int64, float64, int64[::1], int64[::1], int64[:, ::1])"],
+     fastmath=False)
+def _diagonal_runs(indptr, indices, ncols, min_run, max_padding, run_of, width, diagonals):
+    """Find the diagonal runs, greedily: from row ``a``, take the next rows while the
+    union of their offsets (column - row) holds at most ``diagonals.shape[1]`` diagonals,
+    each inside the columns for every row of the run, and at most ``max_padding`` of the
+    entries stored are zeros; keep runs of at least ``min_run`` rows.  Fills
+    ``run_of`` (per row: its run, or -1), ``width`` and ``diagonals`` (per run: its
+    number of diagonals, their sorted offsets); returns the number of runs."""
+    n = indptr.shape[0] - 1
+    most = diagonals.shape[1]
+    union = np.empty(most, np.int64)
+    merged = np.empty(most, np.int64)
+    count = 0
+    a = 0
+    while a < n:
+        size = indptr[a + 1] - indptr[a]
+        if size == 0 or size > most:
+            a += 1
+            continue
+        for j in range(size):
+            union[j] = indices[indptr[a] + j] - a
+        entries = size
+        b = a + 1
+        while b < n:
+            p, q = indptr[b], indptr[b + 1]
+            if q == p or q - p > most:
+                break
+            # merged = union | offsets of row b (both sorted)
+            i, t, s, fits = 0, p, 0, True
+            while i < size or t < q:
+                if t >= q or (i < size and union[i] < indices[t] - b):
+                    v = union[i]
+                    i += 1
+                elif i >= size or indices[t] - b < union[i]:
+                    v = indices[t] - b
+                    t += 1
+                else:
+                    v = union[i]
+                    i += 1
+                    t += 1
+                if s == most:
+                    fits = False
+                    break
+                merged[s] = v
+                s += 1
+            if not fits or a + merged[0] < 0 or b + merged[s - 1] >= ncols:
+                break
+            stored = (b - a + 1) * s
+            if stored - (entries + q - p) > max_padding * stored:
+                break
+            union[:s] = merged[:s]
+            size = s
+            entries += q - p
+            b += 1
+        if b - a >= min_run:
+            run_of[a:b] = count
+            width[count] = size
+            diagonals[count, :size] = union[:size]
+            count += 1
+            a = b
+        else:
+            a += 1
+    return count
 
 
-def _tree(terms):
-    """A balanced sum: ((t0 + t1) + (t2 + t3)) + t4 ..."""
-    while len(terms) > 1:
-        terms = [f"({terms[j]} + {terms[j + 1]})" if j + 1 < len(terms) else terms[j]
-                 for j in range(0, len(terms), 2)]
-    return terms[0]
+@jit(["void(int64[::1], int64[::1], float64[::1], int64[::1], int64[:, ::1], float64[:, ::1])"],
+     fastmath=False)
+def _diagonal_values(indptr, indices, data, run_of, diagonals, values):
+    """values[j, r] = the entry of row r on diagonal j of its run (zero where it has none)."""
+    for r in range(indptr.shape[0] - 1):
+        g = run_of[r]
+        if g < 0:
+            continue
+        j = 0
+        for p in range(indptr[r], indptr[r + 1]):
+            while diagonals[g, j] != indices[p] - r:
+                j += 1
+            values[j, r] = data[p]
+
+
+def _sum(terms):
+    """Summed from the left, ((t0 + t1) + t2) + ...: a zero term (a diagonal run's
+    padding) then leaves the sum exactly as without it."""
+    return " + ".join(terms)
 
 
 def _entry(j):
@@ -191,7 +257,7 @@ def runs_source(max_fixed=MAX_FIXED):
         lines += [f"                d{j} = values[{j}, i:end]" for j in range(k)]
         lines += [f"                x{j} = x[i + offsets[o + {j}]:]" for j in range(k)]
         lines += ["                for q in range(end - i):",
-                  f"                    yq[q] = {_tree([f'd{j}[q] * x{j}[q]' for j in range(k)])}"]
+                  f"                    yq[q] = {_sum([f'd{j}[q] * x{j}[q]' for j in range(k)])}"]
     lines += ["            i = end",
               "            g += 1",
               "            continue",
@@ -199,7 +265,7 @@ def runs_source(max_fixed=MAX_FIXED):
     for k in range(1, max_fixed + 1):
         lines += [f"        {'if' if k == 1 else 'elif'} k == {k}:",
                   "            for r in range(i, end):",
-                  f"                y[r] = {_tree([_entry(j) for j in range(k)])}",
+                  f"                y[r] = {_sum([_entry(j) for j in range(k)])}",
                   f"                p += np.uint64({k})"]
     lines += ["        else:  # longer rows: the unrolled loop of csr_matvec_rows",
               "            for r in range(i, end):",

@@ -244,7 +244,7 @@ class CSRBlock:
     @functools.cached_property
     def runs(self):
         """The row runs of the SpMV (built at the first product: a factored copy never needs them)."""
-        return RowRuns.of(self.indptr, self.indices, self.data)
+        return RowRuns.of(self.indptr, self.indices, self.data, self.shape[1])
 
     def multiply_rows(self, first, last, x, y):
         """y[first:last] = (A x)[first:last], by runs of equal rows (and by diagonals

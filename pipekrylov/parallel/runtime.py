@@ -148,9 +148,10 @@ def wait(R, I, F, trace):
     handles, request, flag, status = R
     t = I[{TRACE}]
     trace[t, 3] = MPI_Wtime()
-    ready = trace[t, 0] + F[{LATENCY}]
-    while MPI_Wtime() < ready:
-        poke(R)
+    if F[{LATENCY}] > 0.0:
+        ready = trace[t, 0] + F[{LATENCY}]
+        while MPI_Wtime() < ready:
+            poke(R)
     if I[{RANKS}] > 1:
         e = MPI_Wait(request.ctypes.data, status.ctypes.data)
         if e != 0:
