@@ -31,6 +31,7 @@ import time
 import numpy as np
 
 from benchmarks.common import cpu_name
+from pipekrylov.model import reduction_overhead
 from pipekrylov.timing import PLCG, per_iteration, petsc_solver, poisson
 
 SIZES = [256, 1024, 4096, 16384, 65536]
@@ -74,6 +75,7 @@ def worker(sizes, repeat, with_petsc):
     comm = MPI.COMM_WORLD
     ours = our_solvers()
     t_reduce, t_median = allreduce_time(comm) if comm.size > 1 else (0.0, 0.0)
+    overhead = reduction_overhead(comm, t_median) if comm.size > 1 else 0.0
     for size in sizes:
         total = size * comm.size if size != TOTAL else TOTAL
         A, b = poisson(comm, total)
@@ -87,7 +89,8 @@ def worker(sizes, repeat, with_petsc):
             for name in PETSC:
                 funcs[name] = petsc_solver(A, b, name.split()[1])
         row = {"ranks": comm.size, "local": A.partition.n // comm.size, "total": A.partition.n,
-               "n1": n1, "n2": n2, "allreduce_us": t_reduce * 1e6, "allreduce_median_us": t_median * 1e6}
+               "n1": n1, "n2": n2, "allreduce_us": t_reduce * 1e6, "allreduce_median_us": t_median * 1e6,
+               "allreduce_overhead_us": overhead * 1e6}
         for name, measured in per_iteration(comm, funcs, n1, n2, repeat).items():
             row[name] = None if measured is None else measured[0] * 1e6
             row[name + " fixed"] = None if measured is None else measured[1] * 1e6

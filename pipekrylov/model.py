@@ -6,27 +6,31 @@ Per iteration, on P ranks sharing n unknowns and nnz nonzeros (ms/it = the sum b
 * M = 3 * vector_per_entry * n/P: the Jacobi preconditioner (read d and r, write z);
 * V = accesses * vector_per_entry * n/P: the method's vector updates and local dots;
 * G(P) = reduction_latency + reduction_per_level * (log2 P - 1) for P > 1, else 0: one
-  global reduction (a tree, so log2 P levels).
+  global reduction (a tree, so log2 P levels); of it, o = reduction_overhead is the
+  processor's own time (LogP's overhead: starting the reduction, handling its messages),
+  which no overlap hides, only the rest (the latency proper).
 
 SpMV and vector costs per entry depend on the local size (a working set in cache streams
 faster than one in memory): a Machine may hold them at several local sizes (``rates``),
 interpolated in between.  The methods combine the terms as in Ghysels & Vanroose (2014)
 and Cornelis, Cools & Vanroose (2018):
 
-    cg          2G + S + M + V          two blocking reductions
-    cg-single   G + S + M + V           one (Chronopoulos-Gear, Gropp-style)
-    p-cg        max(G, S + M) + V       the reduction hidden behind SpMV and PC
-    p(l)-cg     max(G / l, S + M) + V   each reduction spread over l iterations
+    cg          2G + S + M + V                  two blocking reductions
+    cg-single   G + S + M + V                   one (Chronopoulos-Gear, Gropp-style)
+    p-cg        o + max(G - o, S + M) + V       the reduction hidden behind SpMV and PC
+    p(l)-cg     o + max((G - o) / l, S + M) + V each reduction spread over l iterations
     bicgstab    3G + 2(S + M) + V
-    p-bicgstab  2 max(G, S + M) + V
-    gmres       2G + S + M + V          classical Gram-Schmidt, restart m
-    p(l)-gmres  max(G / l, S + M) + V
+    p-bicgstab  2 (o + max(G - o, S + M)) + V
+    gmres       2G + S + M + V                  classical Gram-Schmidt, restart m
+    p(l)-gmres  o + max((G - o) / l, S + M) + V
 
-That is an ideal code: its time is its work and its waits.  This package adds a fixed
+That is an ideal code: its time is its work and its waits.  For this package V is what
+its own kernels take where :func:`calibrate` timed them (``machine.kernels``: p(l)-CG's
+several passes cost more than its accesses at one rate, p-CG's one pass less), and it adds a fixed
 cost per iteration that depends on the loop (``loop="compiled"``: a few microseconds of
 calls and bookkeeping; ``"python"``: the interpreter's tens of microseconds), which
 decides at the smallest local sizes: ``machine.fixed["p-cg compiled"]``, measured by
-:func:`calibrate` as the time per iteration at 1,024 unknowns on one rank less its
+:func:`calibrate` as the time per iteration at 256 unknowns on one rank less its
 modelled work.  :func:`predict` gives the ideal code and this package side by side.
 
 The vector access counts (entries read or written per unknown per iteration) are counted
@@ -42,7 +46,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 __all__ = ["Machine", "MACHINES", "METHODS", "PACKAGE", "time_per_iteration", "best_depth", "predict",
-           "crossovers", "report", "plot_prediction", "calibrate"]
+           "crossovers", "report", "plot_prediction", "calibrate", "reduction_overhead"]
 
 # the loops this package runs each modelled method on (the others have the Python loop only)
 PACKAGE = (("cg", "compiled"), ("p-cg", "compiled"), ("p(l)-cg", "compiled"), ("p-cg", "python"),
@@ -59,11 +63,16 @@ class Machine:
     reduction_per_level: float    # added per doubling of the rank count
     halo: float                   # one neighbour exchange
     source: str = ""
+    # of reduction_latency, the processor's time (no overlap hides it); 0: all of it hidable
+    reduction_overhead: float = 0.0
     # this package's fixed seconds per iteration, by "<method> <loop>" (PACKAGE)
     fixed: dict = field(default_factory=dict)
     # (local unknowns, spmv_per_nnz, vector_per_entry) at a few local sizes; () for the
     # two costs above at every size
     rates: tuple = ()
+    # this package's own vector kernels, by method of PACKAGE: ((local unknowns, seconds
+    # per unknown of one iteration's kernels), ...); a method not here: its accesses
+    kernels: dict = field(default_factory=dict)
 
     def costs(self, local):
         """(spmv_per_nnz, vector_per_entry) at ``local`` unknowns per rank: interpolated in
@@ -75,6 +84,14 @@ class Machine:
         return (float(np.interp(where, sizes, [r[1] for r in self.rates])),
                 float(np.interp(where, sizes, [r[2] for r in self.rates])))
 
+    def kernel_cost(self, method, local):
+        """Seconds per unknown of one iteration of ``method``'s own vector kernels at
+        ``local`` unknowns (interpolated as :meth:`costs`), or None if not measured."""
+        if method not in self.kernels:
+            return None
+        points = self.kernels[method]
+        return float(np.interp(np.log(max(local, 1.0)), np.log([q[0] for q in points]), [q[1] for q in points]))
+
     def reduction(self, ranks):
         if ranks <= 1:
             return 0.0
@@ -85,6 +102,7 @@ class Machine:
         with open(path) as f:
             values = json.load(f)
         values["rates"] = tuple(tuple(r) for r in values.get("rates", ()))
+        values["kernels"] = {m: tuple(tuple(q) for q in points) for m, points in values.get("kernels", {}).items()}
         return cls(**values)
 
     def save(self, path):
@@ -142,13 +160,15 @@ def time_per_iteration(method, machine, n, nnz, ranks, depth=1, restart=30, loop
     per_nnz, per_entry = machine.costs(local)
     spmv = per_nnz * nnz / ranks + (machine.halo if ranks > 1 else 0.0)
     work = spmv + 3 * per_entry * local                      # SpMV + Jacobi
-    vector = accesses * per_entry * local
+    own = machine.kernel_cost(method, local) if loop != "ideal" else None
+    vector = accesses * per_entry * local if own is None else own * local
     G = machine.reduction(ranks)
     if kind == "blocking":
         return fixed + phases * G + applications * work + vector
+    o = min(machine.reduction_overhead, G)
     if phases is None:                                       # deep pipelines: G spread over l
-        return fixed + max(G / depth, work) + vector
-    return fixed + phases * max(G, work) + vector
+        return fixed + o + max((G - o) / depth, work) + vector
+    return fixed + phases * (o + max(G - o, work)) + vector
 
 
 def best_depth(machine, n, nnz, ranks, depths=range(1, 11), loop="ideal"):
@@ -244,7 +264,7 @@ def plot_prediction(rows, machine, problem, path):
 
 
 RATE_SIZES = (256, 1024, 4096, 16384, 65536)   # local unknowns at which calibrate() measures the costs, with n^2
-FIXED_SIZE = 1024                 # the local size at which it measures the loops' fixed costs
+FIXED_SIZE = 256                  # the local size at which it measures the loops' fixed costs (the smallest)
 
 
 def calibrate(comm=None, n=1000, repeat=10, fixed=True):
@@ -272,8 +292,9 @@ def calibrate(comm=None, n=1000, repeat=10, fixed=True):
         return min(times)
 
     def timings(side, rounds):
-        """(one SpMV, one fused update) of 2D Poisson side x side, each timed after the
-        other as in an iteration, and the matrix."""
+        """(one SpMV, one fused update, {method: one iteration of its own kernels}) of 2D
+        Poisson side x side, each timed after an SpMV (and the SpMV after an update) as in
+        an iteration, and the matrix."""
         A = poisson2d(MPI.COMM_SELF, side)
         vectors = {name: np.ones(A.shape[0]) for name in "xrpqusvwz"}
         x, y = vectors["v"], vectors["p"]
@@ -284,34 +305,125 @@ def calibrate(comm=None, n=1000, repeat=10, fixed=True):
             A.matvec(x, y)
             return time.perf_counter() - t
 
-        def vector():
+        def after_spmv(work):
             A.matvec(x, y)
             t = time.perf_counter()
-            update(vectors, {"alpha": 1e-9})
+            work()
             return time.perf_counter() - t
-        return min(spmv() for _ in range(rounds)), min(vector() for _ in range(rounds)), A
+        own = {method: min(after_spmv(work) for _ in range(rounds))
+               for method, work in own_kernels(A.shape[0]).items()}
+        return (min(spmv() for _ in range(rounds)),
+                min(after_spmv(lambda: update(vectors, {"alpha": 1e-9})) for _ in range(rounds)), own, A)
 
     # a call from Python costs what a compiled loop does not pay: measured on a 2 x 2 grid,
     # taken off every size's time
-    spmv_call, vector_call, _ = timings(2, 2000)
-    rates = []
+    spmv_call, vector_call, own_call, _ = timings(2, 2000)
+    rates, kernels = [], {method: [] for method in own_call}
     for local in RATE_SIZES + (n * n,):
         rounds = max(repeat, min(2000, 10 ** 7 // (5 * local)))   # small sizes: many rounds, the best kept
-        spmv, vector, A = timings(int(round(math.sqrt(local))), rounds)
+        spmv, vector, own, A = timings(int(round(math.sqrt(local))), rounds)
         rates.append((A.shape[0], max(spmv - spmv_call, 0.0) / A.nnz,
                       max(vector - vector_call, 0.0) / (ACCESSES * A.shape[0])))
-    latency = per_level = halo = 0.0
+        for method, seconds in own.items():
+            kernels[method].append((A.shape[0], max(seconds - own_call[method], 0.0) / A.shape[0]))
+    latency = per_level = halo = overhead = 0.0
     if comm.Get_size() > 1:
         buf, out = np.ones(3), np.empty(3)
         comm.Barrier()
         latency = comm.allreduce(best(lambda: comm.Allreduce(buf, out), 200), op=MPI.MAX)
         halo = latency / 2          # one message each way versus a tree of messages
+        overhead = reduction_overhead(comm, latency)
     machine = Machine("here", rates[-1][1], rates[-1][2], latency, per_level, halo,
                       source=f"calibrate() on {comm.Get_size()} ranks at {time.strftime('%Y-%m-%d')}",
-                      rates=tuple(rates))
+                      reduction_overhead=overhead, rates=tuple(rates),
+                      kernels={method: tuple(points) for method, points in kernels.items()})
     if fixed:
-        machine = Machine(**{**asdict(machine), "fixed": fixed_costs(machine), "rates": machine.rates})
+        machine = Machine(**{**asdict(machine), "fixed": fixed_costs(machine), "rates": machine.rates,
+                             "kernels": machine.kernels})
     return machine
+
+
+def own_kernels(n):
+    """``{method: work()}``: one iteration of this package's vector kernels (the fused
+    updates with their local dots), as its loops call them, on vectors of ``n`` entries,
+    for the methods of PACKAGE (p(l)-CG at the depth :mod:`.timing` times)."""
+    from .deep.compiled import level_update, next_column, solution_update
+    from .derive import derive
+    from .derive.codegen import generate
+    from .kernels import dot
+    from .solvers.cg import direction_kernel, update_kernel
+    from .timing import PLCG
+    vectors = {}
+
+    def vector(name):
+        return vectors.setdefault(name, np.full(n, 1e-3))
+    scalars = {name: 1e-9 for name in ("alpha", "beta", "a", "d", "e", "g", "t", "zeta")}
+    direction, update = direction_kernel(), update_kernel()
+    cg_vectors = {name: vector(name) for name in "pzxrq"}
+
+    def cg():
+        direction(cg_vectors, scalars)
+        update(cg_vectors, scalars)
+        dot(cg_vectors["r"], cg_vectors["z"])
+        dot(cg_vectors["p"], cg_vectors["q"])
+    segments = generate(derive("cg")).segments
+    pcg_vectors = {name: vector(name) for seg in segments for name in seg.arrays}
+
+    def pcg():
+        for seg in segments:
+            seg(pcg_vectors, {name: 1e-9 for name in seg.scalars})
+    l = PLCG["depth"]
+    column, level, solution = next_column(l), level_update(), solution_update()
+
+    def kernel_vectors(kernel, prefix):
+        return {name: vector(prefix + name) for name in kernel.vectors}
+    on_column, on_level, on_solution = (kernel_vectors(column, "c"), kernel_vectors(level, "l"),
+                                        kernel_vectors(solution, "s"))
+
+    def plcg():
+        column(on_column, scalars)
+        for _ in range(l):
+            level(on_level, scalars)
+        solution(on_solution, scalars)
+    return {"cg": cg, "p-cg": pcg, "p(l)-cg": plcg}
+
+
+# a nonblocking Allreduce started, left alone (no MPI call) for ``hold`` seconds, completed:
+# what the start and the completion cost this rank, from compiled code as the loops run it
+_OVERHEAD = """
+def overhead(send, recv, handles, request, status, hold, out):
+    for k in range(out.shape[0]):
+        t0 = MPI_Wtime()
+        MPI_Iallreduce(send.ctypes.data, recv.ctypes.data, 4, handles[0], handles[1], handles[2],
+                       request.ctypes.data)
+        t1 = MPI_Wtime()
+        while MPI_Wtime() < t1 + hold:
+            pass
+        t2 = MPI_Wtime()
+        MPI_Wait(request.ctypes.data, status.ctypes.data)
+        out[k] = (t1 - t0) + (MPI_Wtime() - t2)
+"""
+
+
+def reduction_overhead(comm, latency, repeat=200):
+    """LogP's o of the fused reduction on ``comm``: the processor time a nonblocking
+    Allreduce of 4 doubles costs a rank (its start, and its completion once its messages
+    had ``3 latency`` to arrive), which overlapping it with work cannot hide.  Over shared
+    memory a fraction of a microsecond; over TCP on one machine most of the latency (the
+    kernel's network stack runs on the ranks' own cores).  The slowest rank's median, in
+    seconds; meant for ranks with a core each (oversubscribed ones also wait for each
+    other to be scheduled).  Collective."""
+    from mpi4py import MPI
+    from .kernels.compile import compile_for, compile_source
+    from .parallel import native
+    handles = native.handles([MPI.DOUBLE, MPI.SUM, comm])
+    request, status = native.handles([MPI.REQUEST_NULL]), native.status_buffer()
+    args = (np.ones(4), np.zeros(4), handles, request, status, 3 * latency + 2e-6, np.zeros(repeat))
+    kernel = compile_for(compile_source(native.PRELUDE + _OVERHEAD, "overhead", None), args)
+    comm.Barrier()
+    kernel(*args)
+    out = args[-1]
+    return comm.allreduce(float(np.median(out)), op=MPI.MAX)
 
 
 def fixed_costs(machine, local=FIXED_SIZE):
@@ -330,11 +442,15 @@ def fixed_costs(machine, local=FIXED_SIZE):
              "p-cg python": lambda k: pcg(A, b, maxiter=k, loop="python", **run).iterations,
              "p(l)-cg compiled": lambda k: pk.plcg(A, b, maxiter=k, loop="compiled", **plcg).iterations,
              "p(l)-cg python": lambda k: pk.plcg(A, b, maxiter=k, loop="python", **plcg).iterations}
-    measured = per_iteration(MPI.COMM_SELF, funcs, 10, 40, repeat=5)
+    # 8 and 30 iterations: at 256 unknowns p-CG reaches rounding (and stops) after about 37
+    measured = per_iteration(MPI.COMM_SELF, funcs, 8, 30, repeat=5)
+    # the work modelled for this package (its own kernels where calibrated), no fixed cost yet
+    probe = Machine(**{**asdict(machine), "fixed": {key: 0.0 for key in funcs}, "rates": machine.rates,
+                       "kernels": machine.kernels})
     fixed = {}
     for key, value in measured.items():
         if value is not None:
-            method = key.split()[0]
-            work = time_per_iteration(method, machine, A.shape[0], A.nnz, 1, depth=2)
+            method, loop = key.split()
+            work = time_per_iteration(method, probe, A.shape[0], A.nnz, 1, depth=PLCG["depth"], loop=loop)
             fixed[key] = max(0.0, value[0] - work)
     return fixed

@@ -2,6 +2,7 @@
 independent computations, outputs written and readable (no timings asserted)."""
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -143,9 +144,48 @@ def test_crossovers_are_where_the_faster_method_stays_faster():
     assert model.crossovers(rows[:3], [("cg", "p-cg")]) == {("cg", "p-cg"): None}
 
 
+def test_the_reduction_overhead_is_not_hidden():
+    """LogP's o: the processor's part of a reduction adds to a pipelined iteration, the
+    rest hides behind the SpMV and PC; a blocking method pays the whole G either way."""
+    n, nnz, P = 10 ** 5, 5 * 10 ** 5, 4
+    G = 4e-6 + 2e-6
+    S, M = 2e-9 * nnz / P + 1e-6, 3e-9 * n / P
+    for o in (0.0, 1e-6, 5e-6, 9e-6):
+        machine = model.Machine(**{**MACHINE.__dict__, "reduction_overhead": o})
+        hidden_part = min(o, G)
+        assert model.time_per_iteration("p-cg", machine, n, nnz, P) == \
+            pytest.approx(hidden_part + max(G - hidden_part, S + M) + 18e-9 * n / P)
+        assert model.time_per_iteration("p(l)-cg", machine, n, nnz, P, depth=2) == \
+            pytest.approx(hidden_part + max((G - hidden_part) / 2, S + M) + 24e-9 * n / P)
+        assert model.time_per_iteration("cg", machine, n, nnz, P) == \
+            pytest.approx(model.time_per_iteration("cg", MACHINE, n, nnz, P))
+
+
+def test_this_package_uses_its_own_kernels_where_they_were_timed():
+    kernels = {"p-cg": ((256, 10e-9), (4096, 30e-9))}
+    machine = model.Machine(**{**MACHINE.__dict__, "kernels": kernels,
+                               "fixed": {"p-cg compiled": 0.0, "cg compiled": 0.0}})
+    n, nnz = 1024, 5 * 1024
+    ideal = model.time_per_iteration("p-cg", machine, n, nnz, 1)
+    ours = model.time_per_iteration("p-cg", machine, n, nnz, 1, loop="compiled")
+    assert machine.kernel_cost("p-cg", 1024) == pytest.approx(20e-9)   # halfway in log(local)
+    assert ours - ideal == pytest.approx((20e-9 - 18e-9) * n)         # its kernels for the accesses
+    assert machine.kernel_cost("cg", 1024) is None
+    assert model.time_per_iteration("cg", machine, n, nnz, 1, loop="compiled") == \
+        pytest.approx(model.time_per_iteration("cg", machine, n, nnz, 1))
+
+
+def test_own_kernels_run_one_iteration_of_each_method():
+    work = model.own_kernels(64)
+    assert set(work) == {method for method, _ in model.PACKAGE}
+    for run in work.values():
+        run()
+
+
 def test_a_machine_with_rates_and_fixed_costs_round_trips(tmp_path):
     machine = model.Machine(**{**MACHINE.__dict__, "fixed": {"cg compiled": 1e-6},
-                               "rates": ((256, 1e-9, 2e-9), (4096, 3e-9, 4e-9))})
+                               "rates": ((256, 1e-9, 2e-9), (4096, 3e-9, 4e-9)), "reduction_overhead": 1e-6,
+                               "kernels": {"cg": ((256, 1e-9), (4096, 2e-9))}})
     path = tmp_path / "machine.json"
     machine.save(str(path))
     assert model.Machine.load(str(path)) == machine
@@ -153,3 +193,16 @@ def test_a_machine_with_rates_and_fixed_costs_round_trips(tmp_path):
                           "--problem", "poisson2d:100", "--max-ranks", "64"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "cg compiled" in out.stdout.splitlines()[2]
+
+
+@pytest.mark.mpi
+def test_the_reduction_overhead_is_measured_on_every_rank_alike(comm):
+    """From compiled code, on the caller's communicator: a positive time no larger than a
+    wait that long could hold (the hold of 3 latencies is not counted), equal on all ranks."""
+    if comm.size == 1:
+        pytest.skip("a reduction needs two ranks")
+    overhead = model.reduction_overhead(comm, 1e-3, repeat=20)
+    assert 0.0 < overhead < 0.1
+    if comm.size <= (os.cpu_count() or 1):   # oversubscribed ranks wait on each other for ms
+        assert overhead < 3e-3       # the 3 ms held between start and wait are not in it
+    assert comm.allgather(overhead) == [overhead] * comm.size

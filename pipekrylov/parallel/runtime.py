@@ -60,8 +60,10 @@ def poke(R):
 
 @numba.njit(nogil=True, cache=True)
 def spmv(x, y, A, R, I, F, progress):
-    """y = A x: start the halo exchange, multiply the local block (poking the reduction
-    every I[POKE_ROWS] rows when ``progress``), finish the exchange, add the ghost rows."""
+    """y = A x: start the halo exchange, multiply the local block (with ``progress``, in
+    chunks of I[POKE_ROWS] rows, poking the reduction between two), finish the exchange,
+    add the ghost rows.  No poke after the last chunk: the MPI call that follows
+    progresses the reduction as well, and over TCP every MPI call costs microseconds."""
     t0 = MPI_Wtime()
     (indptr, indices, data, start, length, diagonal, offsets, offset_ptr, values,
      ghost_rows, g_indptr, g_indices, g_data, send_index, send_values, ghost_values, halo, halo_status) = A
@@ -81,7 +83,7 @@ def spmv(x, y, A, R, I, F, progress):
                         indptr, indices, data, x, y)
         else:
             csr_matvec_rows(first, last, indptr, indices, data, x, y)
-        if progress and I[{RANKS}] > 1:
+        if progress and last < n and I[{RANKS}] > 1:
             poke(R)
         first = last
     if nhalo > 0:
@@ -96,8 +98,8 @@ def spmv(x, y, A, R, I, F, progress):
 
 @numba.njit(nogil=True, cache=True)
 def precondition(r, z, P, R, I, F, progress):
-    """z = M^-1 r: a copy (no M), Jacobi (poking every I[POKE_ROWS] rows) or the ILU(0)/IC(0)
-    triangular solves of block Jacobi."""
+    """z = M^-1 r: a copy (no M), Jacobi (poking between chunks of I[POKE_ROWS] rows, as
+    the SpMV) or the ILU(0)/IC(0) triangular solves of block Jacobi."""
     t0 = MPI_Wtime()
     dinv, indptr, indices, data, diag = P
     kind = I[{PC_KIND}]
@@ -117,7 +119,7 @@ def precondition(r, z, P, R, I, F, progress):
                     zc[q] = dc[q] * rc[q]
             else:
                 zc[:] = rc
-            if progress and I[{RANKS}] > 1:
+            if progress and last < n and I[{RANKS}] > 1:
                 poke(R)
             first = last
     if kind != 0:

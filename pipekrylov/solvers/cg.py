@@ -12,13 +12,16 @@ from ..kernels import dot, fused_kernel
 from ..parallel.runtime import IntSlot
 from .common import Breakdown, SolverRun
 
-__all__ = ["cg"]
+__all__ = ["cg", "direction_kernel", "update_kernel"]
 
-def _direction():
+
+def direction_kernel():
+    """p = z + beta p (both loops; the model times it: pipekrylov.model)."""
     return fused_kernel(["p = z + beta*p"], scalars=["beta"])
 
 
-def _update():
+def update_kernel():
+    """x += alpha p, r -= alpha q and the local (r, r)."""
     return fused_kernel(["x = x + alpha*p", "r = r - alpha*q"], dots=["r.r"], scalars=["alpha"])
 
 
@@ -74,7 +77,7 @@ def _cg_loop(run):
     r = b - matvec(x)
     z = np.empty_like(r) if run.M is not None else r
     p, q = np.zeros_like(r), np.empty_like(r)
-    update, direction = _update(), _direction()
+    update, direction = update_kernel(), direction_kernel()
     rr, rho_prev = dot(r, r), None
     for iteration in range(run.maxiter + 1):
         if run.M is not None:
@@ -110,7 +113,7 @@ def cg_loop_source():
     """The compiled loop of classic CG (source text): ``begin`` (r = b - A x, (r, r))
     and ``loop``, which runs iterations until an event (see :mod:`pipekrylov.parallel.runtime`)."""
     from .compiled import classic_source, fused_call
-    direction, update = _direction(), _update()
+    direction, update = direction_kernel(), update_kernel()
     begin = ["spmv(x, r, A, R, I, F, False)",
              "for i in range(r.shape[0]):",
              "    r[i] = b[i] - r[i]",
