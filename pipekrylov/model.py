@@ -46,7 +46,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 __all__ = ["Machine", "MACHINES", "METHODS", "PACKAGE", "time_per_iteration", "best_depth", "predict",
-           "crossovers", "report", "plot_prediction", "calibrate", "reduction_overhead"]
+           "crossovers", "report", "plot_prediction", "calibrate", "reduction_overhead", "own_kernels"]
 
 # the loops this package runs each modelled method on (the others have the Python loop only)
 PACKAGE = (("cg", "compiled"), ("p-cg", "compiled"), ("p(l)-cg", "compiled"), ("p-cg", "python"),
@@ -70,8 +70,9 @@ class Machine:
     # (local unknowns, spmv_per_nnz, vector_per_entry) at a few local sizes; () for the
     # two costs above at every size
     rates: tuple = ()
-    # this package's own vector kernels, by method of PACKAGE: ((local unknowns, seconds
-    # per unknown of one iteration's kernels), ...); a method not here: its accesses
+    # this package's own vector kernels, by method of PACKAGE (and "p(l)-cg level": one of
+    # p(l)-CG's l passes): ((local unknowns, seconds per unknown of one iteration's
+    # kernels), ...); a method not here: its accesses
     kernels: dict = field(default_factory=dict)
 
     def costs(self, local):
@@ -161,6 +162,8 @@ def time_per_iteration(method, machine, n, nnz, ranks, depth=1, restart=30, loop
     spmv = per_nnz * nnz / ranks + (machine.halo if ranks > 1 else 0.0)
     work = spmv + 3 * per_entry * local                      # SpMV + Jacobi
     own = machine.kernel_cost(method, local) if loop != "ideal" else None
+    if own is not None and method == "p(l)-cg":      # its column and iterate, and l level passes
+        own += depth * (machine.kernel_cost("p(l)-cg level", local) or 0.0)
     vector = accesses * per_entry * local if own is None else own * local
     G = machine.reduction(ranks)
     if kind == "blocking":
@@ -332,7 +335,11 @@ def calibrate(comm=None, n=1000, repeat=10, fixed=True):
         comm.Barrier()
         latency = comm.allreduce(best(lambda: comm.Allreduce(buf, out), 200), op=MPI.MAX)
         halo = latency / 2          # one message each way versus a tree of messages
-        overhead = reduction_overhead(comm, latency)
+        try:
+            overhead = reduction_overhead(comm, latency)
+        except RuntimeError as exc:    # on every rank alike: no MPI library for compiled code
+            if comm.Get_rank() == 0:
+                print(f"calibrate: the reduction's overhead not measured ({exc}); taken as 0", flush=True)
     machine = Machine("here", rates[-1][1], rates[-1][2], latency, per_level, halo,
                       source=f"calibrate() on {comm.Get_size()} ranks at {time.strftime('%Y-%m-%d')}",
                       reduction_overhead=overhead, rates=tuple(rates),
@@ -346,7 +353,9 @@ def calibrate(comm=None, n=1000, repeat=10, fixed=True):
 def own_kernels(n):
     """``{method: work()}``: one iteration of this package's vector kernels (the fused
     updates with their local dots), as its loops call them, on vectors of ``n`` entries,
-    for the methods of PACKAGE (p(l)-CG at the depth :mod:`.timing` times)."""
+    for the methods of PACKAGE.  p(l)-CG's is split: ``"p(l)-cg"`` its next column (at the
+    depth :mod:`.timing` times) and its iterate, ``"p(l)-cg level"`` one of its l passes
+    over an intermediate basis."""
     from .deep.compiled import level_update, next_column, solution_update
     from .derive import derive
     from .derive.codegen import generate
@@ -372,8 +381,7 @@ def own_kernels(n):
     def pcg():
         for seg in segments:
             seg(pcg_vectors, {name: 1e-9 for name in seg.scalars})
-    l = PLCG["depth"]
-    column, level, solution = next_column(l), level_update(), solution_update()
+    column, level, solution = next_column(PLCG["depth"]), level_update(), solution_update()
 
     def kernel_vectors(kernel, prefix):
         return {name: vector(prefix + name) for name in kernel.vectors}
@@ -382,48 +390,56 @@ def own_kernels(n):
 
     def plcg():
         column(on_column, scalars)
-        for _ in range(l):
-            level(on_level, scalars)
         solution(on_solution, scalars)
-    return {"cg": cg, "p-cg": pcg, "p(l)-cg": plcg}
+    return {"cg": cg, "p-cg": pcg, "p(l)-cg": plcg, "p(l)-cg level": lambda: level(on_level, scalars)}
 
 
 # a nonblocking Allreduce started, left alone (no MPI call) for ``hold`` seconds, completed:
-# what the start and the completion cost this rank, from compiled code as the loops run it
+# what the start and the completion cost this rank, from compiled code; the first MPI
+# error code, or 0
 _OVERHEAD = """
 def overhead(send, recv, handles, request, status, hold, out):
     for k in range(out.shape[0]):
         t0 = MPI_Wtime()
-        MPI_Iallreduce(send.ctypes.data, recv.ctypes.data, 4, handles[0], handles[1], handles[2],
-                       request.ctypes.data)
+        e = MPI_Iallreduce(send.ctypes.data, recv.ctypes.data, send.shape[0], handles[0], handles[1], handles[2],
+                           request.ctypes.data)
+        if e != 0:
+            return e
         t1 = MPI_Wtime()
         while MPI_Wtime() < t1 + hold:
             pass
         t2 = MPI_Wtime()
-        MPI_Wait(request.ctypes.data, status.ctypes.data)
+        e = MPI_Wait(request.ctypes.data, status.ctypes.data)
+        if e != 0:
+            return e
         out[k] = (t1 - t0) + (MPI_Wtime() - t2)
+    return 0
 """
 
 
 def reduction_overhead(comm, latency, repeat=200):
     """LogP's o of the fused reduction on ``comm``: the processor time a nonblocking
-    Allreduce of 4 doubles costs a rank (its start, and its completion once its messages
-    had ``3 latency`` to arrive), which overlapping it with work cannot hide.  Over shared
+    Allreduce of a few doubles costs a rank (its start, and its completion after ``3
+    latency`` with no MPI call), which overlapping it with work cannot hide.  Over shared
     memory a fraction of a microsecond; over TCP on one machine most of the latency (the
     kernel's network stack runs on the ranks' own cores).  The slowest rank's median, in
-    seconds; meant for ranks with a core each (oversubscribed ones also wait for each
-    other to be scheduled).  Collective."""
+    seconds.  Meant for 2 ranks with a core each: with more ranks the later rounds of the
+    reduction advance only in the wait, and oversubscribed ranks wait to be scheduled, so
+    it is then an upper bound.  Collective."""
     from mpi4py import MPI
     from .kernels.compile import compile_for, compile_source
     from .parallel import native
+    from .parallel.errors import collective_check
     handles = native.handles([MPI.DOUBLE, MPI.SUM, comm])
     request, status = native.handles([MPI.REQUEST_NULL]), native.status_buffer()
-    args = (np.ones(4), np.zeros(4), handles, request, status, 3 * latency + 2e-6, np.zeros(repeat))
-    kernel = compile_for(compile_source(native.PRELUDE + _OVERHEAD, "overhead", None), args)
+    args = (np.ones(3), np.zeros(3), handles, request, status, 3 * latency + 2e-6, np.zeros(repeat))
+    with collective_check(comm, "reduction_overhead"):
+        kernel = compile_for(compile_source(native.PRELUDE + _OVERHEAD, "overhead", None), args)
     comm.Barrier()
-    kernel(*args)
-    out = args[-1]
-    return comm.allreduce(float(np.median(out)), op=MPI.MAX)
+    error = comm.allreduce(int(kernel(*args)), op=MPI.MAX)
+    if error:
+        raise RuntimeError(f"reduction_overhead: MPI error code {error} on at least one rank")
+    return comm.allreduce(float(np.median(args[-1])), op=MPI.MAX)
 
 
 def fixed_costs(machine, local=FIXED_SIZE):

@@ -177,9 +177,19 @@ def test_this_package_uses_its_own_kernels_where_they_were_timed():
 
 def test_own_kernels_run_one_iteration_of_each_method():
     work = model.own_kernels(64)
-    assert set(work) == {method for method, _ in model.PACKAGE}
+    assert set(work) == {method for method, _ in model.PACKAGE} | {"p(l)-cg level"}
     for run in work.values():
         run()
+
+
+def test_deeper_pipelines_pay_their_level_passes():
+    """p(l)-CG's own kernels: its column and iterate, and l passes over the bases."""
+    kernels = {"p(l)-cg": ((256, 10e-9), (4096, 10e-9)), "p(l)-cg level": ((256, 2e-9), (4096, 2e-9))}
+    machine = model.Machine(**{**MACHINE.__dict__, "kernels": kernels, "fixed": {"p(l)-cg compiled": 0.0}})
+    n, nnz = 1024, 5 * 1024
+    times = [model.time_per_iteration("p(l)-cg", machine, n, nnz, 1, depth=l, loop="compiled") for l in (1, 2, 5)]
+    work = 2e-9 * nnz + 3e-9 * n      # SpMV + Jacobi, one rank
+    assert times == pytest.approx([work + (10e-9 + l * 2e-9) * n for l in (1, 2, 5)])
 
 
 def test_a_machine_with_rates_and_fixed_costs_round_trips(tmp_path):

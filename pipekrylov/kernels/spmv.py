@@ -20,8 +20,8 @@ and no row pointers: each term is two contiguous streams, and the loop vectorize
 row at a grid boundary lacks a diagonal or two: it is padded with zeros and stays in the
 run, so a 2D or 3D Laplacian's block is one diagonal run between its first and last
 grid lines, with no per-run cost at small sizes.  Every row sums its terms from the left
-in column order, in both kinds of run, so a padded zero leaves the sum exactly as it
-was: the two give the same numbers bit for bit (tested).  (A padded zero times an
+in column order, in both kinds of run, so a padded zero leaves the sum as it was: the
+two give equal numbers (tested; a sum of -0.0 may come out +0.0).  (A padded zero times an
 infinite or NaN ``x`` entry makes the row NaN where CSR would not read that entry.)
 """
 import functools
@@ -111,18 +111,18 @@ class RowRuns:
         self.offsets, self.offset_ptr, self.values = offsets, offset_ptr, values
 
     @classmethod
-    def of(cls, indptr, indices, data, ncols=None, diagonals=True):
-        """The runs of a CSR block with ``ncols`` columns (default: its rows); without
-        diagonal runs when ``diagonals`` is False (runs of equal rows only)."""
+    def of(cls, indptr, indices, data, ncols, diagonals=True):
+        """The runs of a CSR block with ``ncols`` columns, its column indices sorted and
+        unique in each row (``CSRBlock``'s are); without diagonal runs when ``diagonals``
+        is False (runs of equal rows only)."""
         indptr = np.asarray(indptr, dtype=np.int64)
         n = len(indptr) - 1
         if n <= 0:
             return None
-        ncols = n if ncols is None else ncols
         indices = np.asarray(indices, dtype=np.int64)
-        most = n // MIN_DIAGONAL_RUN + 1
+        most_runs = n // MIN_DIAGONAL_RUN + 1       # runs do not overlap and hold MIN_DIAGONAL_RUN rows or more
         run_of = np.full(n, -1, np.int64)
-        width, diagonals_of = np.zeros(most, np.int64), np.zeros((most, MAX_FIXED), np.int64)
+        width, diagonals_of = np.zeros(most_runs, np.int64), np.zeros((most_runs, MAX_FIXED), np.int64)
         count = _diagonal_runs(indptr, indices, ncols, MIN_DIAGONAL_RUN, MAX_PADDING,
                                run_of, width, diagonals_of) if diagonals else 0
         lengths = np.diff(indptr)
@@ -152,9 +152,10 @@ def _diagonal_runs(indptr, indices, ncols, min_run, max_padding, run_of, width, 
     each inside the columns for every row of the run, and at most ``max_padding`` of the
     entries stored are zeros; keep runs of at least ``min_run`` rows.  Fills
     ``run_of`` (per row: its run, or -1), ``width`` and ``diagonals`` (per run: its
-    number of diagonals, their sorted offsets); returns the number of runs."""
+    number of diagonals, their sorted offsets; room for ``n // min_run + 1`` runs);
+    returns the number of runs.  Each row's indices sorted and unique."""
     n = indptr.shape[0] - 1
-    most = diagonals.shape[1]
+    most = diagonals.shape[1]   # diagonals per run
     union = np.empty(most, np.int64)
     merged = np.empty(most, np.int64)
     count = 0
@@ -227,7 +228,7 @@ def _diagonal_values(indptr, indices, data, run_of, diagonals, values):
 
 def _sum(terms):
     """Summed from the left, ((t0 + t1) + t2) + ...: a zero term (a diagonal run's
-    padding) then leaves the sum exactly as without it."""
+    padding) then leaves the sum as without it (up to the sign of a zero sum)."""
     return " + ".join(terms)
 
 

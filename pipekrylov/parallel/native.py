@@ -31,7 +31,7 @@ import re
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["HANDLE", "PRELUDE", "handles", "library", "declarations"]
+__all__ = ["HANDLE", "PRELUDE", "handles", "library", "declarations", "status_buffer"]
 
 HANDLE = np.dtype(np.int64 if MPI._sizeof(MPI.Comm) == 8 else np.int32)
 """The dtype of an MPI handle in this MPI's ABI."""
