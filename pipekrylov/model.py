@@ -30,8 +30,8 @@ several passes cost more than its accesses at one rate, p-CG's one pass less), a
 cost per iteration that depends on the loop (``loop="compiled"``: a few microseconds of
 calls and bookkeeping; ``"python"``: the interpreter's tens of microseconds), which
 decides at the smallest local sizes: ``machine.fixed["p-cg compiled"]``, measured by
-:func:`calibrate` as the time per iteration at 256 unknowns on one rank less its
-modelled work.  :func:`predict` gives the ideal code and this package side by side.
+:func:`calibrate` as the time per iteration at 256 and 1,024 unknowns on one rank less
+its modelled work (the mean of the two).  :func:`predict` gives the ideal code and this package side by side.
 
 The vector access counts (entries read or written per unknown per iteration) are counted
 from this package's kernels for cg and p-cg and estimated from the methods' operation
@@ -267,7 +267,7 @@ def plot_prediction(rows, machine, problem, path):
 
 
 RATE_SIZES = (256, 1024, 4096, 16384, 65536)   # local unknowns at which calibrate() measures the costs, with n^2
-FIXED_SIZE = 256                  # the local size at which it measures the loops' fixed costs (the smallest)
+FIXED_SIZES = (256, 1024)         # the smallest local sizes: where it measures the loops' fixed costs
 
 
 def calibrate(comm=None, n=1000, repeat=10, fixed=True):
@@ -442,31 +442,35 @@ def reduction_overhead(comm, latency, repeat=200):
     return comm.allreduce(float(np.median(args[-1])), op=MPI.MAX)
 
 
-def fixed_costs(machine, local=FIXED_SIZE):
+def fixed_costs(machine, sizes=FIXED_SIZES):
     """This package's fixed seconds per iteration of each loop of PACKAGE: the time per
-    iteration at ``local`` unknowns on one rank (:mod:`.timing`) less the work ``machine``
-    models there.  Local to this process."""
+    iteration on one rank (:mod:`.timing`) less the work ``machine`` models there, the
+    mean over the local ``sizes`` (the smallest, where it weighs most; their kernels are
+    timed from Python and vary by 10-20% between runs, which one size would carry).
+    Local to this process."""
     from mpi4py import MPI
     import pipekrylov as pk
     from .timing import PLCG, per_iteration, poisson
-    A, b = poisson(MPI.COMM_SELF, int(round(math.sqrt(local))) ** 2)
     pcg = pk.pipelined("cg")
     run = dict(rtol=0.0, M="jacobi", comm=MPI.COMM_SELF)
     plcg = dict(run, **PLCG)
-    funcs = {"cg compiled": lambda k: pk.cg(A, b, maxiter=k, loop="compiled", **run).iterations,
-             "p-cg compiled": lambda k: pcg(A, b, maxiter=k, loop="compiled", **run).iterations,
-             "p-cg python": lambda k: pcg(A, b, maxiter=k, loop="python", **run).iterations,
-             "p(l)-cg compiled": lambda k: pk.plcg(A, b, maxiter=k, loop="compiled", **plcg).iterations,
-             "p(l)-cg python": lambda k: pk.plcg(A, b, maxiter=k, loop="python", **plcg).iterations}
-    # 8 and 30 iterations: at 256 unknowns p-CG reaches rounding (and stops) after about 37
-    measured = per_iteration(MPI.COMM_SELF, funcs, 8, 30, repeat=5)
+    keys = [f"{method} {loop}" for method, loop in PACKAGE]
     # the work modelled for this package (its own kernels where calibrated), no fixed cost yet
-    probe = Machine(**{**asdict(machine), "fixed": {key: 0.0 for key in funcs}, "rates": machine.rates,
+    probe = Machine(**{**asdict(machine), "fixed": {key: 0.0 for key in keys}, "rates": machine.rates,
                        "kernels": machine.kernels})
-    fixed = {}
-    for key, value in measured.items():
-        if value is not None:
-            method, loop = key.split()
-            work = time_per_iteration(method, probe, A.shape[0], A.nnz, 1, depth=PLCG["depth"], loop=loop)
-            fixed[key] = max(0.0, value[0] - work)
+    residuals = {key: [] for key in keys}
+    for local in sizes:
+        A, b = poisson(MPI.COMM_SELF, int(round(math.sqrt(local))) ** 2)
+        funcs = {"cg compiled": lambda k: pk.cg(A, b, maxiter=k, loop="compiled", **run).iterations,
+                 "p-cg compiled": lambda k: pcg(A, b, maxiter=k, loop="compiled", **run).iterations,
+                 "p-cg python": lambda k: pcg(A, b, maxiter=k, loop="python", **run).iterations,
+                 "p(l)-cg compiled": lambda k: pk.plcg(A, b, maxiter=k, loop="compiled", **plcg).iterations,
+                 "p(l)-cg python": lambda k: pk.plcg(A, b, maxiter=k, loop="python", **plcg).iterations}
+        # 8 and 30 iterations: at 256 unknowns p-CG reaches rounding (and stops) after about 37
+        for key, value in per_iteration(MPI.COMM_SELF, funcs, 8, 30, repeat=5).items():
+            if value is not None:
+                method, loop = key.split()
+                work = time_per_iteration(method, probe, A.shape[0], A.nnz, 1, depth=PLCG["depth"], loop=loop)
+                residuals[key].append(value[0] - work)
+    fixed = {key: max(0.0, float(np.mean(values))) for key, values in residuals.items() if values}
     return fixed
