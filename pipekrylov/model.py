@@ -26,12 +26,13 @@ and Cornelis, Cools & Vanroose (2018):
 
 That is an ideal code: its time is its work and its waits.  For this package V is what
 its own kernels take where :func:`calibrate` timed them (``machine.kernels``: p(l)-CG's
-several passes cost more than its accesses at one rate, p-CG's one pass less), and it adds a fixed
-cost per iteration that depends on the loop (``loop="compiled"``: a few microseconds of
-calls and bookkeeping; ``"python"``: the interpreter's tens of microseconds), which
-decides at the smallest local sizes: ``machine.fixed["p-cg compiled"]``, measured by
-:func:`calibrate` as the time per iteration at 256 and 1,024 unknowns on one rank less
-its modelled work (the mean of the two).  :func:`predict` gives the ideal code and this package side by side.
+several passes cost more than its accesses at one rate, p-CG's one pass less), and it
+adds a fixed cost per iteration that depends on the loop (``loop="compiled"``: a
+microsecond or less of calls and bookkeeping; ``"python"``: the interpreter's tens of
+microseconds), which decides at the smallest local sizes: ``machine.fixed["p-cg
+compiled"]``, measured by :func:`calibrate` as the time per iteration on one rank less
+its modelled work, the mean at 256 and 1,024 unknowns.  :func:`predict` gives the ideal
+code and this package side by side.
 
 The vector access counts (entries read or written per unknown per iteration) are counted
 from this package's kernels for cg and p-cg and estimated from the methods' operation
