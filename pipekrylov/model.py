@@ -42,7 +42,7 @@ counts for the rest (marked in METHODS).  A Machine holds the costs: measured he
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -346,8 +346,7 @@ def calibrate(comm=None, n=1000, repeat=10, fixed=True):
                       reduction_overhead=overhead, rates=tuple(rates),
                       kernels={method: tuple(points) for method, points in kernels.items()})
     if fixed:
-        machine = Machine(**{**asdict(machine), "fixed": fixed_costs(machine), "rates": machine.rates,
-                             "kernels": machine.kernels})
+        machine = replace(machine, fixed=fixed_costs(machine))
     return machine
 
 
@@ -457,8 +456,7 @@ def fixed_costs(machine, sizes=FIXED_SIZES):
     plcg = dict(run, **PLCG)
     keys = [f"{method} {loop}" for method, loop in PACKAGE]
     # the work modelled for this package (its own kernels where calibrated), no fixed cost yet
-    probe = Machine(**{**asdict(machine), "fixed": {key: 0.0 for key in keys}, "rates": machine.rates,
-                       "kernels": machine.kernels})
+    probe = replace(machine, fixed={key: 0.0 for key in keys})
     residuals = {key: [] for key in keys}
     for local in sizes:
         A, b = poisson(MPI.COMM_SELF, int(round(math.sqrt(local))) ** 2)
