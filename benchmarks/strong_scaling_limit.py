@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 from benchmarks.common import cpu_name
-from pipekrylov.model import reduction_overhead
+from pipekrylov.model import communication_costs
 from pipekrylov.timing import PLCG, per_iteration, petsc_solver, poisson
 
 SIZES = [256, 1024, 4096, 16384, 65536]
@@ -75,10 +75,13 @@ def worker(sizes, repeat, with_petsc):
     comm = MPI.COMM_WORLD
     ours = our_solvers()
     t_reduce, t_median = allreduce_time(comm) if comm.size > 1 else (0.0, 0.0)
-    overhead = reduction_overhead(comm, t_median) if comm.size > 1 else 0.0
     for size in sizes:
         total = size * comm.size if size != TOTAL else TOTAL
         A, b = poisson(comm, total)
+        costs = None
+        if comm.size > 1:   # the halo: a grid line to each neighbouring rank
+            line = comm.allreduce(len(A.halo.ghost_values), op=MPI.MAX) // (1 if comm.size == 2 else 2)
+            costs = communication_costs(comm, halo=line)
         # N2 below the iterations p-cg takes to reach rounding (rtol 0 stops it there),
         # and fewer for the large sizes (the figure is clear after a few iterations there)
         reach = ours["p-cg compiled"](A, b, 400).iterations
@@ -90,7 +93,9 @@ def worker(sizes, repeat, with_petsc):
                 funcs[name] = petsc_solver(A, b, name.split()[1])
         row = {"ranks": comm.size, "local": A.partition.n // comm.size, "total": A.partition.n,
                "n1": n1, "n2": n2, "allreduce_us": t_reduce * 1e6, "allreduce_median_us": t_median * 1e6,
-               "allreduce_overhead_us": overhead * 1e6}
+               "iallreduce_us": costs.reduction * 1e6 if costs else 0.0,
+               "allreduce_overhead_us": costs.overhead * 1e6 if costs else 0.0,
+               "halo_us": costs.halo * 1e6 if costs else 0.0}
         for name, measured in per_iteration(comm, funcs, n1, n2, repeat).items():
             row[name] = None if measured is None else measured[0] * 1e6
             row[name + " fixed"] = None if measured is None else measured[1] * 1e6

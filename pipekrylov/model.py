@@ -47,7 +47,8 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 __all__ = ["Machine", "MACHINES", "METHODS", "PACKAGE", "time_per_iteration", "best_depth", "predict",
-           "crossovers", "report", "plot_prediction", "calibrate", "reduction_overhead", "own_kernels"]
+           "crossovers", "report", "plot_prediction", "calibrate", "Communication", "communication_costs",
+           "own_kernels"]
 
 # the loops this package runs each modelled method on (the others have the Python loop only)
 PACKAGE = (("cg", "compiled"), ("p-cg", "compiled"), ("p(l)-cg", "compiled"), ("p-cg", "python"),
@@ -277,6 +278,7 @@ def calibrate(comm=None, n=1000, repeat=10, fixed=True):
     and (``fixed``) this package's fixed cost per iteration of each loop of PACKAGE.
     Collective."""
     from mpi4py import MPI
+    import pipekrylov as pk
     from .kernels import fused_kernel
     from .matrix import poisson2d
     comm = MPI.COMM_WORLD if comm is None else comm
@@ -297,17 +299,18 @@ def calibrate(comm=None, n=1000, repeat=10, fixed=True):
 
     def timings(side, rounds):
         """(one SpMV, one fused update, {method: one iteration of its own kernels}) of 2D
-        Poisson side x side, each timed after an SpMV (and the SpMV after an update) as in
-        an iteration, and the matrix."""
+        Poisson side x side, and the matrix.  The SpMV as the compiled loop runs it (its
+        own clock around each, in a solve: no call from Python, which costs more than the
+        SpMV at small sizes and more for the diagonal runs' kernel than for plain CSR's);
+        the rest each timed from Python after an SpMV, as in an iteration."""
         A = poisson2d(MPI.COMM_SELF, side)
         vectors = {name: np.ones(A.shape[0]) for name in "xrpqusvwz"}
-        x, y = vectors["v"], vectors["p"]
+        x, y, b = vectors["v"], vectors["p"], np.ones(A.shape[0])
 
         def spmv():
-            update(vectors, {"alpha": 1e-9})
-            t = time.perf_counter()
-            A.matvec(x, y)
-            return time.perf_counter() - t
+            timings = pk.cg(A, b, rtol=0.0, maxiter=max(2, rounds // 10), M="jacobi", loop="compiled",
+                            comm=MPI.COMM_SELF).timings
+            return timings["spmv"] / max(1, timings["spmv_count"])
 
         def after_spmv(work):
             A.matvec(x, y)
@@ -316,31 +319,32 @@ def calibrate(comm=None, n=1000, repeat=10, fixed=True):
             return time.perf_counter() - t
         own = {method: min(after_spmv(work) for _ in range(rounds))
                for method, work in own_kernels(A.shape[0]).items()}
-        return (min(spmv() for _ in range(rounds)),
+        return (min(spmv() for _ in range(3)),
                 min(after_spmv(lambda: update(vectors, {"alpha": 1e-9})) for _ in range(rounds)), own, A)
 
     # a call from Python costs what a compiled loop does not pay: measured on a 2 x 2 grid,
-    # taken off every size's time
-    spmv_call, vector_call, own_call, _ = timings(2, 2000)
+    # taken off every size's time of the kernels timed from Python
+    _, vector_call, own_call, _ = timings(2, 2000)
     rates, kernels = [], {method: [] for method in own_call}
     for local in RATE_SIZES + (n * n,):
         rounds = max(repeat, min(2000, 10 ** 7 // (5 * local)))   # small sizes: many rounds, the best kept
         spmv, vector, own, A = timings(int(round(math.sqrt(local))), rounds)
-        rates.append((A.shape[0], max(spmv - spmv_call, 0.0) / A.nnz,
-                      max(vector - vector_call, 0.0) / (ACCESSES * A.shape[0])))
+        rates.append((A.shape[0], spmv / A.nnz, max(vector - vector_call, 0.0) / (ACCESSES * A.shape[0])))
         for method, seconds in own.items():
             kernels[method].append((A.shape[0], max(seconds - own_call[method], 0.0) / A.shape[0]))
     latency = per_level = halo = overhead = 0.0
     if comm.Get_size() > 1:
-        buf, out = np.ones(3), np.empty(3)
-        comm.Barrier()
-        latency = comm.allreduce(best(lambda: comm.Allreduce(buf, out), 200), op=MPI.MAX)
-        halo = latency / 2          # one message each way versus a tree of messages
         try:
-            overhead = reduction_overhead(comm, latency)
+            costs = communication_costs(comm)
+            latency, overhead, halo = costs.reduction, costs.overhead, costs.halo
         except RuntimeError as exc:    # on every rank alike: no MPI library for compiled code
+            buf, out = np.ones(3), np.empty(3)
+            comm.Barrier()
+            latency = comm.allreduce(best(lambda: comm.Allreduce(buf, out), 200), op=MPI.MAX)
+            halo = latency / 2          # one message each way versus a tree of messages
             if comm.Get_rank() == 0:
-                print(f"calibrate: the reduction's overhead not measured ({exc}); taken as 0", flush=True)
+                print(f"calibrate: the communication not measured from compiled code ({exc}); the reduction "
+                      "timed from Python, its overhead taken as 0", flush=True)
     machine = Machine("here", rates[-1][1], rates[-1][2], latency, per_level, halo,
                       source=f"calibrate() on {comm.Get_size()} ranks at {time.strftime('%Y-%m-%d')}",
                       reduction_overhead=overhead, rates=tuple(rates),
@@ -394,14 +398,32 @@ def own_kernels(n):
     return {"cg": cg, "p-cg": pcg, "p(l)-cg": plcg, "p(l)-cg level": lambda: level(on_level, scalars)}
 
 
-# a nonblocking Allreduce started, left alone (no MPI call) for ``hold`` seconds, completed:
-# what the start and the completion cost this rank, from compiled code; the first MPI
-# error code, or 0
-_OVERHEAD = """
-def overhead(send, recv, handles, request, status, hold, out):
+# What the loops' communication costs a rank, from compiled code, ``out[k]`` for each of
+# ``out.shape[0]`` repetitions: (0) a nonblocking Allreduce started and waited for at
+# once, as the classic methods' loops reduce; (1) the start and the completion of one
+# left alone (no MPI call) for ``hold`` seconds plus 3 of (0)'s median: its overhead o;
+# (2) an exchange of ``hsend`` with the ranks above and below (one Sendrecv each way; one
+# in all with two ranks), as a halo exchange.  The first MPI error code, or 0.
+_COMMUNICATION = """
+import numpy as np
+
+
+def communication(send, recv, hsend, hrecv, handles, up, down, request, status, hold, out):
+    count, hcount = send.shape[0], hsend.shape[0]
     for k in range(out.shape[0]):
         t0 = MPI_Wtime()
-        e = MPI_Iallreduce(send.ctypes.data, recv.ctypes.data, send.shape[0], handles[0], handles[1], handles[2],
+        e = MPI_Iallreduce(send.ctypes.data, recv.ctypes.data, count, handles[0], handles[1], handles[2],
+                           request.ctypes.data)
+        if e != 0:
+            return e
+        e = MPI_Wait(request.ctypes.data, status.ctypes.data)
+        if e != 0:
+            return e
+        out[k, 0] = MPI_Wtime() - t0
+    hold += 3 * np.median(out[:, 0])
+    for k in range(out.shape[0]):
+        t0 = MPI_Wtime()
+        e = MPI_Iallreduce(send.ctypes.data, recv.ctypes.data, count, handles[0], handles[1], handles[2],
                            request.ctypes.data)
         if e != 0:
             return e
@@ -412,34 +434,60 @@ def overhead(send, recv, handles, request, status, hold, out):
         e = MPI_Wait(request.ctypes.data, status.ctypes.data)
         if e != 0:
             return e
-        out[k] = (t1 - t0) + (MPI_Wtime() - t2)
+        out[k, 1] = (t1 - t0) + (MPI_Wtime() - t2)
+    for k in range(out.shape[0]):
+        t0 = MPI_Wtime()
+        e = MPI_Sendrecv(hsend.ctypes.data, hcount, handles[0], up, 7, hrecv.ctypes.data, hcount, handles[0],
+                         down, 7, handles[2], status.ctypes.data)
+        if e == 0 and up != down:
+            e = MPI_Sendrecv(hsend.ctypes.data, hcount, handles[0], down, 8, hrecv.ctypes.data, hcount,
+                             handles[0], up, 8, handles[2], status.ctypes.data)
+        if e != 0:
+            return e
+        out[k, 2] = MPI_Wtime() - t0
     return 0
 """
 
 
-def reduction_overhead(comm, latency, repeat=200):
-    """LogP's o of the fused reduction on ``comm``: the processor time a nonblocking
-    Allreduce of a few doubles costs a rank (its start, and its completion after ``3
-    latency`` with no MPI call), which overlapping it with work cannot hide.  Over shared
-    memory a fraction of a microsecond; over TCP on one machine most of the latency (the
-    kernel's network stack runs on the ranks' own cores).  The slowest rank's median, in
-    seconds.  Meant for 2 ranks with a core each: with more ranks the later rounds of the
-    reduction advance only in the wait, and oversubscribed ranks wait to be scheduled, so
-    it is then an upper bound.  Collective."""
+@dataclass(frozen=True)
+class Communication:
+    """What communication costs a rank, in seconds (the slowest rank's medians)."""
+    reduction: float    # G: a nonblocking Allreduce of a few doubles, waited for at once
+    overhead: float     # o: of it, the processor's own time, which no overlap hides
+    halo: float         # an exchange of a halo with the neighbouring ranks
+
+
+def communication_costs(comm, halo=64, repeat=200):
+    """Measure :class:`Communication` on ``comm`` (at least 2 ranks) from compiled code, as
+    the compiled loops communicate: ``MPI_Iallreduce`` (which Open MPI 4.1 completes in
+    two rounds of messages where its blocking Allreduce takes one: over TCP 9 against 5
+    us here), and an exchange of ``halo`` doubles with each neighbour.
+
+    The overhead o is the time the reduction's start and its completion take when it was
+    left alone for three of its latencies with no MPI call.  Over shared memory a
+    fraction of a microsecond; over TCP on one machine most of the latency (the kernel's
+    network stack runs on the ranks' own cores).  Meant for 2 ranks with a core each:
+    with more ranks the later rounds of the reduction advance only in the wait, and
+    oversubscribed ranks wait to be scheduled, so o is then an upper bound.  Collective."""
     from mpi4py import MPI
     from .kernels.compile import compile_for, compile_source
     from .parallel import native
     from .parallel.errors import collective_check
+    rank, size = comm.Get_rank(), comm.Get_size()
     handles = native.handles([MPI.DOUBLE, MPI.SUM, comm])
     request, status = native.handles([MPI.REQUEST_NULL]), native.status_buffer()
-    args = (np.ones(3), np.zeros(3), handles, request, status, 3 * latency + 2e-6, np.zeros(repeat))
-    with collective_check(comm, "reduction_overhead"):
-        kernel = compile_for(compile_source(native.PRELUDE + _OVERHEAD, "overhead", None), args)
+    out = np.zeros((repeat, 3))
+    args = (np.ones(3), np.zeros(3), np.ones(halo), np.zeros(halo), handles, (rank + 1) % size,
+            (rank - 1) % size, request, status, 2e-6, out)
+    with collective_check(comm, "communication_costs"):
+        kernel = compile_for(compile_source(native.PRELUDE + _COMMUNICATION, "communication", None), args)
     comm.Barrier()
     error = comm.allreduce(int(kernel(*args)), op=MPI.MAX)
     if error:
-        raise RuntimeError(f"reduction_overhead: MPI error code {error} on at least one rank")
-    return comm.allreduce(float(np.median(args[-1])), op=MPI.MAX)
+        raise RuntimeError(f"communication_costs: MPI error code {error} on at least one rank")
+    medians = np.empty(3)
+    comm.Allreduce(np.median(out, axis=0), medians, op=MPI.MAX)
+    return Communication(*(float(m) for m in medians))
 
 
 def fixed_costs(machine, sizes=FIXED_SIZES):
