@@ -63,9 +63,10 @@ def main(argv=None):
             if measured is None:
                 continue
             modelled = model.time_per_iteration(method, machine, n, nnz, row["ranks"], depth=depth, loop=loop) * 1e6
-            ratios.append(modelled / measured)
+            ratio = modelled / measured
+            ratios.append(ratio)
             table.append([row["transport"], row["ranks"], f"{row['local']:,}", name, f"{measured:.1f}",
-                          f"{modelled:.1f}", f"{modelled / measured:.2f}"])
+                          f"{modelled:.1f}", f"{ratio:.2f}" + ("" if 0.8 <= ratio <= 1.25 else " (outside)")])
     print(f"model against measured, time per iteration in us; {cpu_name()}; calibrated: "
           + ", ".join(f"{key} fixed {value * 1e6:.1f} us" for key, value in here.fixed.items()))
     print("communication (model.communication_costs), us: " + "; ".join(

@@ -2,7 +2,7 @@
 
 Per iteration, on P ranks sharing n unknowns and nnz nonzeros (ms/it = the sum below):
 
-* S = spmv_per_nnz * nnz/P + halo (P > 1): the SpMV, memory-bound, plus one neighbour exchange;
+* S = spmv_per_nnz * nnz/P + halo (P > 1): the SpMV, memory-bound, plus its halo exchange;
 * M = 3 * vector_per_entry * n/P: the Jacobi preconditioner (read d and r, write z);
 * V = accesses * vector_per_entry * n/P: the method's vector updates and local dots;
 * G(P) = reduction_latency + reduction_per_level * (log2 P - 1) for P > 1, else 0: one
@@ -61,9 +61,9 @@ class Machine:
     name: str
     spmv_per_nnz: float
     vector_per_entry: float
-    reduction_latency: float      # an Allreduce of a few doubles on 2 ranks
+    reduction_latency: float      # a nonblocking Allreduce of a few doubles on 2 ranks, waited for
     reduction_per_level: float    # added per doubling of the rank count
-    halo: float                   # one neighbour exchange
+    halo: float                   # a halo exchange with the neighbouring ranks
     source: str = ""
     # of reduction_latency, the processor's time (no overlap hides it); 0: all of it hidable
     reduction_overhead: float = 0.0
@@ -118,7 +118,8 @@ MACHINES = {
     # ranks per node (7 GB/s per rank), Cray Aries latencies of a few microseconds.
     # This package's fixed costs per iteration: as calibrate() measured them on a 2-core Xeon
     # VM (cg compiled 0.5-2.1, p-cg compiled 0.0-1.3, p(l)-cg compiled 0.0, p-cg python 26-45,
-    # p(l)-cg python 56-107 us over several runs), about the middle taken.
+    # p(l)-cg python 56-107 us over several runs; since the SpMV is timed inside the loop, cg
+    # compiled 0.7-0.9, p-cg compiled 0.3-0.8, p(l)-cg compiled 0.4-0.6), about the middle taken.
     "cori-haswell": Machine("cori-haswell", spmv_per_nnz=12 / 7e9, vector_per_entry=8 / 7e9,
                             reduction_latency=3e-6, reduction_per_level=1.5e-6, halo=3e-6,
                             source="assumed, not measured: see docs/scaling.md",
@@ -301,16 +302,24 @@ def calibrate(comm=None, n=1000, repeat=10, fixed=True):
         """(one SpMV, one fused update, {method: one iteration of its own kernels}) of 2D
         Poisson side x side, and the matrix.  The SpMV as the compiled loop runs it (its
         own clock around each, in a solve: no call from Python, which costs more than the
-        SpMV at small sizes and more for the diagonal runs' kernel than for plain CSR's);
-        the rest each timed from Python after an SpMV, as in an iteration."""
+        SpMV at small sizes and more for the diagonal runs' kernel than for plain CSR's),
+        or, where the compiled loop cannot run, timed from Python (its call's cost taken
+        off below); the rest each timed from Python after an SpMV, as in an iteration."""
         A = poisson2d(MPI.COMM_SELF, side)
         vectors = {name: np.ones(A.shape[0]) for name in "xrpqusvwz"}
         x, y, b = vectors["v"], vectors["p"], np.ones(A.shape[0])
 
-        def spmv():
-            timings = pk.cg(A, b, rtol=0.0, maxiter=max(2, rounds // 10), M="jacobi", loop="compiled",
-                            comm=MPI.COMM_SELF).timings
-            return timings["spmv"] / max(1, timings["spmv_count"])
+        def in_loop():
+            result = pk.cg(A, b, rtol=0.0, maxiter=max(2, rounds // 10), M="jacobi", comm=MPI.COMM_SELF)
+            if result.loop != "compiled":
+                return None
+            return result.timings["spmv"] / max(1, result.timings["spmv_count"])
+
+        def from_python():
+            update(vectors, {"alpha": 1e-9})
+            t = time.perf_counter()
+            A.matvec(x, y)
+            return time.perf_counter() - t
 
         def after_spmv(work):
             A.matvec(x, y)
@@ -319,16 +328,18 @@ def calibrate(comm=None, n=1000, repeat=10, fixed=True):
             return time.perf_counter() - t
         own = {method: min(after_spmv(work) for _ in range(rounds))
                for method, work in own_kernels(A.shape[0]).items()}
-        return (min(spmv() for _ in range(3)),
+        spmv = [in_loop() for _ in range(3)] if side > 2 else [None]
+        return ((min(spmv), False) if None not in spmv else (min(from_python() for _ in range(rounds)), True),
                 min(after_spmv(lambda: update(vectors, {"alpha": 1e-9})) for _ in range(rounds)), own, A)
 
     # a call from Python costs what a compiled loop does not pay: measured on a 2 x 2 grid,
     # taken off every size's time of the kernels timed from Python
-    _, vector_call, own_call, _ = timings(2, 2000)
+    (spmv_call, _), vector_call, own_call, _ = timings(2, 2000)
     rates, kernels = [], {method: [] for method in own_call}
     for local in RATE_SIZES + (n * n,):
         rounds = max(repeat, min(2000, 10 ** 7 // (5 * local)))   # small sizes: many rounds, the best kept
-        spmv, vector, own, A = timings(int(round(math.sqrt(local))), rounds)
+        (spmv, from_python), vector, own, A = timings(int(round(math.sqrt(local))), rounds)
+        spmv = max(spmv - spmv_call, 0.0) if from_python else spmv
         rates.append((A.shape[0], spmv / A.nnz, max(vector - vector_call, 0.0) / (ACCESSES * A.shape[0])))
         for method, seconds in own.items():
             kernels[method].append((A.shape[0], max(seconds - own_call[method], 0.0) / A.shape[0]))
@@ -344,7 +355,8 @@ def calibrate(comm=None, n=1000, repeat=10, fixed=True):
             halo = latency / 2          # one message each way versus a tree of messages
             if comm.Get_rank() == 0:
                 print(f"calibrate: the communication not measured from compiled code ({exc}); the reduction "
-                      "timed from Python, its overhead taken as 0", flush=True)
+                      "is the best time of a blocking Allreduce from Python, its overhead taken as 0",
+                      flush=True)
     machine = Machine("here", rates[-1][1], rates[-1][2], latency, per_level, halo,
                       source=f"calibrate() on {comm.Get_size()} ranks at {time.strftime('%Y-%m-%d')}",
                       reduction_overhead=overhead, rates=tuple(rates),
@@ -398,17 +410,15 @@ def own_kernels(n):
     return {"cg": cg, "p-cg": pcg, "p(l)-cg": plcg, "p(l)-cg level": lambda: level(on_level, scalars)}
 
 
-# What the loops' communication costs a rank, from compiled code, ``out[k]`` for each of
-# ``out.shape[0]`` repetitions: (0) a nonblocking Allreduce started and waited for at
-# once, as the classic methods' loops reduce; (1) the start and the completion of one
-# left alone (no MPI call) for ``hold`` seconds plus 3 of (0)'s median: its overhead o;
-# (2) an exchange of ``hsend`` with the ranks above and below (one Sendrecv each way; one
-# in all with two ranks), as a halo exchange.  The first MPI error code, or 0.
+# What the loops' communication costs a rank, from compiled code, in ``out[k]`` for each of
+# ``out.shape[0]`` repetitions.  Phase 0: (0) a nonblocking Allreduce started and waited
+# for at once, as the classic methods' loops reduce; (2) an exchange of ``hsend`` with
+# the ranks above and below (one Sendrecv each way; one in all with two ranks), as a halo
+# exchange.  Phase 1: (1) the processor time of a nonblocking Allreduce left to itself for
+# ``hold`` seconds but for one MPI_Test halfway (as the halo's MPI calls advance it in a
+# loop): its start, the test and its completion.  The first MPI error code, or 0.
 _COMMUNICATION = """
-import numpy as np
-
-
-def communication(send, recv, hsend, hrecv, handles, up, down, request, status, hold, out):
+def communication(send, recv, hsend, hrecv, handles, up, down, request, flag, status, phase, hold, out):
     count, hcount = send.shape[0], hsend.shape[0]
     for k in range(out.shape[0]):
         t0 = MPI_Wtime()
@@ -416,26 +426,25 @@ def communication(send, recv, hsend, hrecv, handles, up, down, request, status, 
                            request.ctypes.data)
         if e != 0:
             return e
-        e = MPI_Wait(request.ctypes.data, status.ctypes.data)
+        if phase == 0:
+            e = MPI_Wait(request.ctypes.data, status.ctypes.data)
+            out[k, 0] = MPI_Wtime() - t0
+        else:
+            t1 = MPI_Wtime()
+            while MPI_Wtime() < t1 + hold / 2:
+                pass
+            t2 = MPI_Wtime()
+            e = MPI_Test(request.ctypes.data, flag.ctypes.data, status.ctypes.data)
+            t3 = MPI_Wtime()
+            while MPI_Wtime() < t1 + hold:
+                pass
+            t4 = MPI_Wtime()
+            if e == 0:
+                e = MPI_Wait(request.ctypes.data, status.ctypes.data)
+            out[k, 1] = (t1 - t0) + (t3 - t2) + (MPI_Wtime() - t4)
         if e != 0:
             return e
-        out[k, 0] = MPI_Wtime() - t0
-    hold += 3 * np.median(out[:, 0])
-    for k in range(out.shape[0]):
-        t0 = MPI_Wtime()
-        e = MPI_Iallreduce(send.ctypes.data, recv.ctypes.data, count, handles[0], handles[1], handles[2],
-                           request.ctypes.data)
-        if e != 0:
-            return e
-        t1 = MPI_Wtime()
-        while MPI_Wtime() < t1 + hold:
-            pass
-        t2 = MPI_Wtime()
-        e = MPI_Wait(request.ctypes.data, status.ctypes.data)
-        if e != 0:
-            return e
-        out[k, 1] = (t1 - t0) + (MPI_Wtime() - t2)
-    for k in range(out.shape[0]):
+    for k in range(out.shape[0] if phase == 0 else 0):
         t0 = MPI_Wtime()
         e = MPI_Sendrecv(hsend.ctypes.data, hcount, handles[0], up, 7, hrecv.ctypes.data, hcount, handles[0],
                          down, 7, handles[2], status.ctypes.data)
@@ -457,37 +466,51 @@ class Communication:
     halo: float         # an exchange of a halo with the neighbouring ranks
 
 
-def communication_costs(comm, halo=64, repeat=200):
+def communication_costs(comm, halo=64, repeat=200, hold=None):
     """Measure :class:`Communication` on ``comm`` (at least 2 ranks) from compiled code, as
     the compiled loops communicate: ``MPI_Iallreduce`` (which Open MPI 4.1 completes in
-    two rounds of messages where its blocking Allreduce takes one: over TCP 9 against 5
-    us here), and an exchange of ``halo`` doubles with each neighbour.
+    two rounds of messages where its blocking Allreduce takes one: over TCP 8 against 5.5
+    us here), and an exchange of ``halo`` doubles with each neighbour (with 3 ranks or
+    more, one neighbour after the other, where a loop's halo exchanges with both at once:
+    an upper bound).
 
-    The overhead o is the time the reduction's start and its completion take when it was
-    left alone for three of its latencies with no MPI call.  Over shared memory a
-    fraction of a microsecond; over TCP on one machine most of the latency (the kernel's
+    The overhead o is the processor time of a reduction left to itself for ``hold``
+    seconds (by default 3 G + 2 us) but for one ``MPI_Test`` halfway, as the halo's MPI
+    calls advance it in a loop: its start, the test and its completion.  Over shared
+    memory a fraction of a microsecond; over TCP on one machine most of G (the kernel's
     network stack runs on the ranks' own cores).  Meant for 2 ranks with a core each:
     with more ranks the later rounds of the reduction advance only in the wait, and
-    oversubscribed ranks wait to be scheduled, so o is then an upper bound.  Collective."""
+    oversubscribed ranks wait to be scheduled, so o is then an upper bound.  ``halo``,
+    ``repeat`` and ``hold`` must be the same on every rank.  Collective."""
     from mpi4py import MPI
     from .kernels.compile import compile_for, compile_source
     from .parallel import native
     from .parallel.errors import collective_check
     rank, size = comm.Get_rank(), comm.Get_size()
     handles = native.handles([MPI.DOUBLE, MPI.SUM, comm])
-    request, status = native.handles([MPI.REQUEST_NULL]), native.status_buffer()
+    request, flag, status = native.handles([MPI.REQUEST_NULL]), np.zeros(1, np.int32), native.status_buffer()
     out = np.zeros((repeat, 3))
-    args = (np.ones(3), np.zeros(3), np.ones(halo), np.zeros(halo), handles, (rank + 1) % size,
-            (rank - 1) % size, request, status, 2e-6, out)
+
+    def arguments(phase, seconds):
+        return (np.ones(3), np.zeros(3), np.ones(halo), np.zeros(halo), handles, (rank + 1) % size,
+                (rank - 1) % size, request, flag, status, phase, seconds, out)
     with collective_check(comm, "communication_costs"):
-        kernel = compile_for(compile_source(native.PRELUDE + _COMMUNICATION, "communication", None), args)
-    comm.Barrier()
-    error = comm.allreduce(int(kernel(*args)), op=MPI.MAX)
-    if error:
-        raise RuntimeError(f"communication_costs: MPI error code {error} on at least one rank")
-    medians = np.empty(3)
-    comm.Allreduce(np.median(out, axis=0), medians, op=MPI.MAX)
-    return Communication(*(float(m) for m in medians))
+        if len(set(comm.allgather((halo, repeat, hold)))) > 1:
+            raise ValueError("communication_costs: halo, repeat and hold differ between the ranks")
+        kernel = compile_for(compile_source(native.PRELUDE + _COMMUNICATION, "communication", None),
+                             arguments(0, 0.0))
+
+    def run(phase, seconds):
+        comm.Barrier()
+        error = comm.allreduce(int(kernel(*arguments(phase, seconds))), op=MPI.MAX)
+        if error:
+            raise RuntimeError(f"communication_costs: MPI error code {error} on at least one rank")
+        medians = np.empty(3)
+        comm.Allreduce(np.median(out, axis=0), medians, op=MPI.MAX)
+        return medians
+    reduction, _, exchange = run(0, 0.0)
+    overhead = run(1, 3 * reduction + 2e-6 if hold is None else hold)[1]
+    return Communication(float(reduction), float(overhead), float(exchange))
 
 
 def fixed_costs(machine, sizes=FIXED_SIZES):
