@@ -10,9 +10,10 @@ difference of two solves) at 1 and 2 ranks over shared memory and over TCP (Open
 ``--mca btl tcp,self --mca btl_tcp_if_include lo``: a real reduction latency), and
 prints measured, modelled and their ratio for our cg (compiled loop), p-cg and p(2)-cg
 (compiled and Python loop).  The model's communication is what each run measures at each
-size with ``model.communication_costs``, as the loops communicate: the reduction G a
-nonblocking Allreduce waited for at once, of which the processor's own time o is not
-hidden, and the halo an exchange of a grid line with the neighbouring ranks.
+size with ``model.communication_costs``, as the loops communicate: the pipelined
+methods' reduction G a nonblocking Allreduce, of which the processor's own time o is not
+hidden, cg's a blocking Allreduce, and the halo an exchange of a grid line with the
+neighbouring ranks.
 """
 import argparse
 import dataclasses
@@ -32,11 +33,12 @@ SERIES = {"cg": ("cg", "compiled", 1), "p-cg compiled": ("p-cg", "compiled", 1),
 
 @dataclasses.dataclass(frozen=True)
 class Measured(model.Machine):
-    """The calibrated machine with a run's measured Allreduce as its reduction."""
-    allreduce: float = 0.0
+    """The calibrated machine with a run's measured reductions."""
+    allreduce: float = 0.0    # nonblocking, waited for at once
+    blocking: float = 0.0
 
-    def reduction(self, ranks):
-        return self.allreduce if ranks > 1 else 0.0
+    def reduction(self, ranks, blocking=False):
+        return (self.blocking if blocking else self.allreduce) if ranks > 1 else 0.0
 
 
 def main(argv=None):
@@ -57,6 +59,7 @@ def main(argv=None):
         nnz = 5 * n - 2 * sum(grid(n))   # 2D Poisson nx x ny
         machine = Measured(**{**dataclasses.asdict(here), "rates": here.rates, "kernels": here.kernels,
                               "halo": row["halo_us"] * 1e-6, "allreduce": row["iallreduce_us"] * 1e-6,
+                              "blocking": row["blocking_us"] * 1e-6,
                               "reduction_overhead": row["allreduce_overhead_us"] * 1e-6})
         for name, (method, loop, depth) in SERIES.items():
             measured = row.get(name)
@@ -70,8 +73,9 @@ def main(argv=None):
     print(f"model against measured, time per iteration in us; {cpu_name()}; calibrated: "
           + ", ".join(f"{key} fixed {value * 1e6:.1f} us" for key, value in here.fixed.items()))
     print("communication (model.communication_costs), us: " + "; ".join(
-        f"{row['transport']} {row['ranks']} ranks {row['local']:,}: G {row['iallreduce_us']:.1f}, "
-        f"o {row['allreduce_overhead_us']:.1f}, halo {row['halo_us']:.1f}" for row in rows if row["ranks"] > 1))
+        f"{row['transport']} {row['ranks']} ranks {row['local']:,}: G {row['iallreduce_us']:.1f} (blocking "
+        f"{row['blocking_us']:.1f}), o {row['allreduce_overhead_us']:.1f}, halo {row['halo_us']:.1f}"
+        for row in rows if row["ranks"] > 1))
     print(markdown_table(["transport", "ranks", "unknowns/rank", "solver", "measured", "modelled", "modelled / measured"],
                          table))
     inside = sum(0.8 <= r <= 1.25 for r in ratios)

@@ -96,7 +96,8 @@ def worker(sizes, repeat, with_petsc):
                "n1": n1, "n2": n2, "allreduce_us": t_reduce * 1e6,
                "iallreduce_us": costs.reduction * 1e6 if costs else 0.0,
                "allreduce_overhead_us": costs.overhead * 1e6 if costs else 0.0,
-               "halo_us": costs.halo * 1e6 if costs else 0.0}
+               "halo_us": costs.halo * 1e6 if costs else 0.0,
+               "blocking_us": costs.blocking * 1e6 if costs else 0.0}
         for name, measured in per_iteration(comm, funcs, n1, n2, repeat).items():
             row[name] = None if measured is None else measured[0] * 1e6
             row[name + " fixed"] = None if measured is None else measured[1] * 1e6

@@ -76,6 +76,9 @@ class Machine:
     # p(l)-CG's l passes): ((local unknowns, seconds per unknown of one iteration's
     # kernels), ...); a method not here: its accesses
     kernels: dict = field(default_factory=dict)
+    # a blocking Allreduce on 2 ranks (the classic methods'), where it differs from a
+    # nonblocking one waited for at once; 0: reduction_latency
+    blocking_latency: float = 0.0
 
     def costs(self, local):
         """(spmv_per_nnz, vector_per_entry) at ``local`` unknowns per rank: interpolated in
@@ -95,10 +98,13 @@ class Machine:
         points = self.kernels[method]
         return float(np.interp(np.log(max(local, 1.0)), np.log([q[0] for q in points]), [q[1] for q in points]))
 
-    def reduction(self, ranks):
+    def reduction(self, ranks, blocking=False):
+        """G on ``ranks`` ranks: of the pipelined methods' nonblocking reduction, or
+        (``blocking``) of the classic methods' blocking one."""
         if ranks <= 1:
             return 0.0
-        return self.reduction_latency + self.reduction_per_level * (math.log2(ranks) - 1)
+        latency = self.blocking_latency if blocking and self.blocking_latency else self.reduction_latency
+        return latency + self.reduction_per_level * (math.log2(ranks) - 1)
 
     @classmethod
     def load(cls, path):
@@ -168,7 +174,7 @@ def time_per_iteration(method, machine, n, nnz, ranks, depth=1, restart=30, loop
     if own is not None and method == "p(l)-cg":      # its column and iterate, and l level passes
         own += depth * (machine.kernel_cost("p(l)-cg level", local) or 0.0)
     vector = accesses * per_entry * local if own is None else own * local
-    G = machine.reduction(ranks)
+    G = machine.reduction(ranks, blocking=kind == "blocking")
     if kind == "blocking":
         return fixed + phases * G + applications * work + vector
     o = min(machine.reduction_overhead, G)
@@ -343,11 +349,11 @@ def calibrate(comm=None, n=1000, repeat=10, fixed=True):
         rates.append((A.shape[0], spmv / A.nnz, max(vector - vector_call, 0.0) / (ACCESSES * A.shape[0])))
         for method, seconds in own.items():
             kernels[method].append((A.shape[0], max(seconds - own_call[method], 0.0) / A.shape[0]))
-    latency = per_level = halo = overhead = 0.0
+    latency = per_level = halo = overhead = blocking = 0.0
     if comm.Get_size() > 1:
         try:
             costs = communication_costs(comm)
-            latency, overhead, halo = costs.reduction, costs.overhead, costs.halo
+            latency, overhead, halo, blocking = costs.reduction, costs.overhead, costs.halo, costs.blocking
         except RuntimeError as exc:    # on every rank alike: no MPI library for compiled code
             buf, out = np.ones(3), np.empty(3)
             comm.Barrier()
@@ -359,7 +365,7 @@ def calibrate(comm=None, n=1000, repeat=10, fixed=True):
                       flush=True)
     machine = Machine("here", rates[-1][1], rates[-1][2], latency, per_level, halo,
                       source=f"calibrate() on {comm.Get_size()} ranks at {time.strftime('%Y-%m-%d')}",
-                      reduction_overhead=overhead, rates=tuple(rates),
+                      reduction_overhead=overhead, blocking_latency=blocking, rates=tuple(rates),
                       kernels={method: tuple(points) for method, points in kernels.items()})
     if fixed:
         machine = replace(machine, fixed=fixed_costs(machine))
@@ -414,8 +420,8 @@ def own_kernels(n):
 # ``out.shape[0]`` repetitions.  Phase 0: (0) a nonblocking Allreduce started and waited
 # for at once, as the classic methods' loops reduce; (2) an exchange of ``hsend`` with
 # the ranks above and below (one Sendrecv each way; one in all with two ranks), as a halo
-# exchange.  Phase 1: (1) the processor time of a nonblocking Allreduce left to itself for
-# ``hold`` seconds but for one MPI_Test halfway (as the halo's MPI calls advance it in a
+# exchange; (3) a blocking Allreduce, as the classic methods' loops reduce.  Phase 1: (1)
+# the processor time of a nonblocking Allreduce left to itself for ``hold`` seconds but for one MPI_Test halfway (as the halo's MPI calls advance it in a
 # loop): its start, the test and its completion.  The first MPI error code, or 0.
 _COMMUNICATION = """
 def communication(send, recv, hsend, hrecv, handles, up, down, request, flag, status, phase, hold, out):
@@ -454,6 +460,12 @@ def communication(send, recv, hsend, hrecv, handles, up, down, request, flag, st
         if e != 0:
             return e
         out[k, 2] = MPI_Wtime() - t0
+    for k in range(out.shape[0] if phase == 0 else 0):
+        t0 = MPI_Wtime()
+        e = MPI_Allreduce(send.ctypes.data, recv.ctypes.data, count, handles[0], handles[1], handles[2])
+        if e != 0:
+            return e
+        out[k, 3] = MPI_Wtime() - t0
     return 0
 """
 
@@ -464,6 +476,7 @@ class Communication:
     reduction: float    # G: a nonblocking Allreduce of a few doubles, waited for at once
     overhead: float     # o: of it, the processor's own time, which no overlap hides
     halo: float         # an exchange of a halo with the neighbouring ranks
+    blocking: float     # a blocking Allreduce of a few doubles (the classic methods')
 
 
 def communication_costs(comm, halo=64, repeat=200, hold=None):
@@ -489,7 +502,7 @@ def communication_costs(comm, halo=64, repeat=200, hold=None):
     rank, size = comm.Get_rank(), comm.Get_size()
     handles = native.handles([MPI.DOUBLE, MPI.SUM, comm])
     request, flag, status = native.handles([MPI.REQUEST_NULL]), np.zeros(1, np.int32), native.status_buffer()
-    out = np.zeros((repeat, 3))
+    out = np.zeros((repeat, 4))
 
     def arguments(phase, seconds):
         return (np.ones(3), np.zeros(3), np.ones(halo), np.zeros(halo), handles, (rank + 1) % size,
@@ -505,12 +518,12 @@ def communication_costs(comm, halo=64, repeat=200, hold=None):
         error = comm.allreduce(int(kernel(*arguments(phase, seconds))), op=MPI.MAX)
         if error:
             raise RuntimeError(f"communication_costs: MPI error code {error} on at least one rank")
-        medians = np.empty(3)
+        medians = np.empty(4)
         comm.Allreduce(np.median(out, axis=0), medians, op=MPI.MAX)
         return medians
-    reduction, _, exchange = run(0, 0.0)
+    reduction, _, exchange, blocking = run(0, 0.0)
     overhead = run(1, 3 * reduction + 2e-6 if hold is None else hold)[1]
-    return Communication(float(reduction), float(overhead), float(exchange))
+    return Communication(float(reduction), float(overhead), float(exchange), float(blocking))
 
 
 def fixed_costs(machine, sizes=FIXED_SIZES):

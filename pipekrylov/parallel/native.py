@@ -2,9 +2,10 @@
 
 The compiled loop (:mod:`pipekrylov.derive.compiled`) runs whole solves without
 returning to Python, so it calls MPI itself: ``MPI_Iallreduce``, ``MPI_Test`` and
-``MPI_Wait`` for the fused reduction, ``MPI_Startall`` and ``MPI_Waitall`` on the
-halo exchange's persistent requests, ``MPI_Wtime`` for the trace and the injected
-latency (and ``MPI_Sendrecv``, for the performance model's probe of an exchange).
+``MPI_Wait`` for the fused reduction (``MPI_Allreduce`` for a classic method's blocking
+one), ``MPI_Startall`` and ``MPI_Waitall`` on the halo exchange's persistent requests,
+``MPI_Wtime`` for the trace and the injected latency (and ``MPI_Sendrecv``, for the
+performance model's probe of an exchange).
 They are bound here, to the MPI library mpi4py has loaded, and called on handles taken
 from mpi4py's objects (the caller's communicator, its requests).
 
@@ -86,6 +87,8 @@ def declarations():
     return {
         # (sendbuf, recvbuf, count, datatype, op, comm, request*)
         "MPI_Iallreduce": declare("MPI_Iallreduce", i32(ptr, ptr, i32, h, h, h, ptr)),
+        "MPI_Allreduce": declare("MPI_Allreduce", i32(ptr, ptr, i32, h, h, h)),   # the classic methods'
+
         "MPI_Test": declare("MPI_Test", i32(ptr, ptr, ptr)),            # (request*, flag*, status*)
         "MPI_Wait": declare("MPI_Wait", i32(ptr, ptr)),                 # (request*, status*)
         "MPI_Startall": declare("MPI_Startall", i32(i32, ptr)),         # (count, requests*)

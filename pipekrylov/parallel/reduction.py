@@ -64,7 +64,8 @@ class PendingReduction:
 
 
 class FusedReduction:
-    """Global sums of several local scalars with one ``MPI_Iallreduce``.
+    """Global sums of several local scalars with one ``MPI_Iallreduce`` (pipelined), or
+    one ``MPI_Allreduce`` (:meth:`allreduce`, the classic methods').
 
     Parameters
     ----------
@@ -148,15 +149,32 @@ class FusedReduction:
         raise RuntimeError("a rank's user code failed")  # unreachable: raise_on_any raised
 
     def allreduce(self, values, label=""):
-        """Start and wait at once: the blocking reduction of the classic methods."""
-        if self.single and not self.latency and self.failure is None and not self.pending:
-            # one process, nothing to wait for: the values, counted and traced as a reduction
-            now = time.perf_counter()
-            self.count += 1
-            self._record("start", label, now, now, self.count)
-            self._record("wait", label, now, now, self.count)
-            return np.array(values, dtype=np.float64).ravel()
-        return self.start(values, label).wait()
+        """The blocking reduction of the classic methods: one ``MPI_Allreduce`` (Open MPI
+        4.1 completes an ``MPI_Iallreduce`` waited for at once in two rounds of messages,
+        its blocking one in one), not done before its start + the latency, counted and
+        traced as a reduction started and waited for at once.  Collective."""
+        if self.pending:   # others outstanding (not the classic methods'): completed in order
+            return self.start(values, label).wait()
+        values = np.asarray(values, dtype=np.float64).ravel()
+        send = np.empty(values.size + 1)
+        send[:-1] = values
+        send[-1] = self.failure is not None
+        t0 = time.perf_counter()
+        self.count += 1
+        self._record("start", label, t0, t0, self.count)
+        if self.single:   # the sums are the values: no MPI call (as PETSc on one process)
+            result = send
+        else:
+            result = np.empty_like(send)
+            self.comm.Allreduce(send, result, op=MPI.SUM)
+        while time.perf_counter() < t0 + self.latency:
+            pass
+        t1 = time.perf_counter()
+        self.blocked_time += t1 - t0
+        self._record("wait", label, t0, t1, self.count)
+        if result[-1] > 0:  # some rank's user code failed: every rank raises it here
+            self.raise_failure()
+        return result[:-1]
 
     def progress(self):
         """Poke every outstanding reduction (MPI_Test)."""
