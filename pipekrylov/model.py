@@ -418,11 +418,12 @@ def own_kernels(n):
 
 # What the loops' communication costs a rank, from compiled code, in ``out[k]`` for each of
 # ``out.shape[0]`` repetitions.  Phase 0: (0) a nonblocking Allreduce started and waited
-# for at once (the pipelined methods' reduction, unhidden); (2) an exchange of ``hsend`` with
-# the ranks above and below (one Sendrecv each way; one in all with two ranks), as a halo
-# exchange; (3) a blocking Allreduce, as the classic methods' loops reduce.  Phase 1: (1)
-# the processor time of a nonblocking Allreduce left to itself for ``hold`` seconds but for one MPI_Test halfway (as the halo's MPI calls advance it in a
-# loop): its start, the test and its completion.  The first MPI error code, or 0.
+# for at once (the pipelined methods' reduction, unhidden); (2) an exchange of ``hsend``
+# with the ranks above and below (one Sendrecv each way; one in all with two ranks), as a
+# halo exchange; (3) a blocking Allreduce, as the classic methods' loops reduce.  Phase 1:
+# (1) the processor time of a nonblocking Allreduce left to itself for ``hold`` seconds
+# but for one MPI_Test halfway (as the halo's MPI calls advance it in a loop): its start,
+# the test and its completion.  The first MPI error code, or 0.
 _COMMUNICATION = """
 def communication(send, recv, hsend, hrecv, handles, up, down, request, flag, status, phase, hold, out):
     count, hcount = send.shape[0], hsend.shape[0]

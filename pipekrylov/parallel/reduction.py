@@ -108,10 +108,7 @@ class FusedReduction:
 
     def start(self, values, label=""):
         """Start one Iallreduce (sum) of the given local scalars.  Collective."""
-        values = np.asarray(values, dtype=np.float64).ravel()
-        send = np.empty(values.size + 1)
-        send[:-1] = values
-        send[-1] = self.failure is not None
+        send = self._send_buffer(values)
         now = time.perf_counter()
         if self.single:   # the sums are the values: no MPI call (as PETSc on one process)
             result, request = send.copy(), MPI.REQUEST_NULL
@@ -124,6 +121,14 @@ class FusedReduction:
         self.pending.append(pending)
         self._record("start", label, now, now, self.count)
         return pending
+
+    def _send_buffer(self, values):
+        """The local values and, last, this rank's failure flag: what a reduction sums."""
+        values = np.asarray(values, dtype=np.float64).ravel()
+        send = np.empty(values.size + 1)
+        send[:-1] = values
+        send[-1] = self.failure is not None
+        return send
 
     def agree(self):
         """Where a solve ends: a failure after its last reduction reaches every rank too.
@@ -155,10 +160,7 @@ class FusedReduction:
         traced as a reduction started and waited for at once.  Collective."""
         if self.pending:   # others outstanding (not the classic methods'): completed in order
             return self.start(values, label).wait()
-        values = np.asarray(values, dtype=np.float64).ravel()
-        send = np.empty(values.size + 1)
-        send[:-1] = values
-        send[-1] = self.failure is not None
+        send = self._send_buffer(values)
         t0 = time.perf_counter()
         self.count += 1
         self._record("start", label, t0, t0, self.count)

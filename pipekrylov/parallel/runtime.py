@@ -169,7 +169,7 @@ def reduce_now(send, count, label, D, R, I, F, trace):
     messages where its blocking one takes one), not done before its start + the injected
     latency, traced with no overlap.  The event that ends the loop (an MPI error, a
     rank's failure flag), or -1."""
-    handles, request, flag, status = R
+    handles = R[0]
     send[count] = F[{FLAG}]
     t = I[{TRACE}]
     t0 = MPI_Wtime()
