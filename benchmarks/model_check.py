@@ -4,9 +4,10 @@
     python -m benchmarks.model_check --ranks 2 --transports tcp --sizes 4096 65536
 
 Calibrates the model on this process (``pipekrylov.model.calibrate``: SpMV and vector
-costs at a few local sizes, each loop's fixed cost per iteration), then measures time
-per iteration as ``benchmarks.strong_scaling_limit`` does (2D Poisson, Jacobi; the
-difference of two solves) at 1 and 2 ranks over shared memory and over TCP (Open MPI
+costs at a few local sizes, each loop's own time on one rank), then measures time per
+iteration as ``benchmarks.strong_scaling_limit`` does (2D Poisson, Jacobi; the
+difference of two solves) in ``--runs`` mpiexec runs, each figure the median over them,
+at 1 and 2 ranks over shared memory and over TCP (Open MPI
 ``--mca btl tcp,self --mca btl_tcp_if_include lo``: a real reduction latency), and
 prints measured, modelled and their ratio for our cg (compiled loop), p-cg and p(2)-cg
 (compiled and Python loop).  The model's communication is what each run measures at each
@@ -18,6 +19,8 @@ neighbouring ranks.
 import argparse
 import dataclasses
 import sys
+
+import numpy as np
 
 from benchmarks.common import cpu_name
 from benchmarks.strong_scaling_limit import SIZES, TOTAL, measure
@@ -41,6 +44,23 @@ class Measured(model.Machine):
         return (self.blocking if blocking else self.allreduce) if ranks > 1 else 0.0
 
 
+def median_rows(runs):
+    """The rows of several runs of :func:`measure` (the same configurations in the same
+    order) as one: each measured figure the median over the runs (at a few hundred
+    unknowns one run's figure differs from the next run's by 10-20%, the state of the
+    caches and of the allocator as it falls in that process)."""
+    merged = []
+    for same in zip(*runs):
+        row = dict(same[0])
+        for key in row:
+            values = [other.get(key) for other in same]
+            if any(isinstance(v, float) for v in values):
+                values = [v for v in values if v is not None]
+                row[key] = float(np.median(values)) if values else None
+        merged.append(row)
+    return merged
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="*", default=SIZES + [TOTAL],
@@ -48,9 +68,12 @@ def main(argv=None):
     parser.add_argument("--ranks", type=int, nargs="*", default=[1, 2])
     parser.add_argument("--transports", nargs="*", default=["shm", "tcp"], choices=["shm", "tcp"])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=3,
+                        help="mpiexec runs of each configuration; each figure the median over them")
     args = parser.parse_args(argv)
     # the runs first: this process must not have started MPI when it starts mpiexec
-    rows = measure(args.ranks, args.transports, args.sizes, args.repeat, with_petsc=False)
+    rows = median_rows([measure(args.ranks, args.transports, args.sizes, args.repeat, with_petsc=False)
+                        for _ in range(max(1, args.runs))])
     from mpi4py import MPI
     here = model.calibrate(MPI.COMM_SELF)
     table, ratios = [], []

@@ -24,15 +24,15 @@ and Cornelis, Cools & Vanroose (2018):
     gmres       2G + S + M + V                  classical Gram-Schmidt, restart m
     p(l)-gmres  o + max((G - o) / l, S + M) + V
 
-That is an ideal code: its time is its work and its waits.  For this package V is what
-its own kernels take where :func:`calibrate` timed them (``machine.kernels``: p(l)-CG's
-several passes cost more than its accesses at one rate, p-CG's one pass less), and it
-adds a fixed cost per iteration that depends on the loop (``loop="compiled"``: a
-microsecond or less of calls and bookkeeping; ``"python"``: the interpreter's tens of
-microseconds), which decides at the smallest local sizes: ``machine.fixed["p-cg
-compiled"]``, measured by :func:`calibrate` as the time per iteration on one rank less
-its modelled work, the mean at 256 and 1,024 unknowns.  :func:`predict` gives the ideal
-code and this package side by side.
+That is an ideal code: its time is its work and its waits.  This package's loops
+(``loop="compiled"`` or ``"python"``) are modelled from what they take on one rank, as
+:func:`calibrate` measures them at a few local sizes (:func:`loop_costs`): the time per
+iteration less S and M there is the loop's own time, split into a fixed cost per
+iteration F (``machine.fixed["p-cg compiled"]``: its calls and bookkeeping, a microsecond
+or less compiled, the interpreter's tens of microseconds in Python; decisive at the
+smallest local sizes) and V, its vector kernels (``machine.kernels``, per unknown).
+p(l)-CG's are split once more into its base and one level pass, l of them counted.
+:func:`predict` gives the ideal code and this package side by side.
 
 The vector access counts (entries read or written per unknown per iteration) are counted
 from this package's kernels for cg and p-cg and estimated from the methods' operation
@@ -47,8 +47,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 __all__ = ["Machine", "MACHINES", "METHODS", "PACKAGE", "time_per_iteration", "best_depth", "predict",
-           "crossovers", "report", "plot_prediction", "calibrate", "Communication", "communication_costs",
-           "own_kernels"]
+           "crossovers", "report", "plot_prediction", "calibrate", "loop_costs", "Communication", "communication_costs"]
 
 # the loops this package runs each modelled method on (the others have the Python loop only)
 PACKAGE = (("cg", "compiled"), ("p-cg", "compiled"), ("p(l)-cg", "compiled"), ("p-cg", "python"),
@@ -72,9 +71,9 @@ class Machine:
     # (local unknowns, spmv_per_nnz, vector_per_entry) at a few local sizes; () for the
     # two costs above at every size
     rates: tuple = ()
-    # this package's own vector kernels, by method of PACKAGE (and "p(l)-cg level": one of
-    # p(l)-CG's l passes): ((local unknowns, seconds per unknown of one iteration's
-    # kernels), ...); a method not here: its accesses
+    # this package's own vector work per iteration, by "<method> <loop>" (and "p(l)-cg <loop>
+    # level", one of p(l)-CG's l passes, also in fixed): ((local unknowns, seconds per
+    # unknown), ...); a loop not here: the method's accesses
     kernels: dict = field(default_factory=dict)
     # a blocking Allreduce on 2 ranks (the classic methods'), where it differs from a
     # nonblocking one waited for at once; 0: reduction_latency
@@ -90,12 +89,12 @@ class Machine:
         return (float(np.interp(where, sizes, [r[1] for r in self.rates])),
                 float(np.interp(where, sizes, [r[2] for r in self.rates])))
 
-    def kernel_cost(self, method, local):
-        """Seconds per unknown of one iteration of ``method``'s own vector kernels at
+    def kernel_cost(self, key, local):
+        """Seconds per unknown of one iteration of the loop ``key``'s own vector work at
         ``local`` unknowns (interpolated as :meth:`costs`), or None if not measured."""
-        if method not in self.kernels:
+        if key not in self.kernels:
             return None
-        points = self.kernels[method]
+        points = self.kernels[key]
         return float(np.interp(np.log(max(local, 1.0)), np.log([q[0] for q in points]), [q[1] for q in points]))
 
     def reduction(self, ranks, blocking=False):
@@ -123,14 +122,16 @@ MACHINES = {
     # Assumed, not measured: a Haswell node (2 x 16 cores, about 110 GB/s STREAM) run with 16
     # ranks per node (7 GB/s per rank), Cray Aries latencies of a few microseconds.
     # This package's fixed costs per iteration: as calibrate() measured them on a 2-core Xeon
-    # VM (cg compiled 0.5-2.1, p-cg compiled 0.0-1.3, p(l)-cg compiled 0.0, p-cg python 26-45,
-    # p(l)-cg python 56-107 us over several runs; since the SpMV is timed inside the loop, cg
-    # compiled 0.7-0.9, p-cg compiled 0.3-0.8, p(l)-cg compiled 0.4-0.6), about the middle taken.
+    # VM (the intercepts of each loop's own time at 256 and 1,024 unknowns, four runs: cg
+    # compiled 0.3-0.6 us, p-cg compiled 0.4-0.7, p(l)-cg compiled 0.0-0.3 and 0.2-0.6 per
+    # level, p-cg python 22-24, p(l)-cg python 34-36 and 9-10 per level), about the middle
+    # taken; its vector work is the accesses at the machine's rate.
     "cori-haswell": Machine("cori-haswell", spmv_per_nnz=12 / 7e9, vector_per_entry=8 / 7e9,
                             reduction_latency=3e-6, reduction_per_level=1.5e-6, halo=3e-6,
                             source="assumed, not measured: see docs/scaling.md",
-                            fixed={"cg compiled": 1.2e-6, "p-cg compiled": 0.6e-6, "p(l)-cg compiled": 0.3e-6,
-                                   "p-cg python": 35e-6, "p(l)-cg python": 80e-6}),
+                            fixed={"cg compiled": 0.5e-6, "p-cg compiled": 0.5e-6, "p(l)-cg compiled": 0.2e-6,
+                                   "p(l)-cg compiled level": 0.4e-6, "p-cg python": 23e-6,
+                                   "p(l)-cg python": 35e-6, "p(l)-cg python level": 9.5e-6}),
 }
 
 # name: (SpMVs and PC applications per iteration, vector accesses per unknown, how the
@@ -149,16 +150,9 @@ METHODS = {
 
 def time_per_iteration(method, machine, n, nnz, ranks, depth=1, restart=30, loop="ideal"):
     """Modelled seconds per iteration of ``method`` (a key of METHODS): of an ideal code,
-    or (``loop`` "compiled" or "python") of this package, its fixed cost added."""
+    or (``loop`` "compiled" or "python") of this package, its own costs as calibrated."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
-    fixed = 0.0
-    if loop != "ideal":
-        key = f"{method} {loop}"
-        if key not in machine.fixed:
-            raise ValueError(f"machine {machine.name!r} has no fixed cost for {key!r} (calibrate() measures "
-                             f"{', '.join(' '.join(p) for p in PACKAGE)})")
-        fixed = machine.fixed[key]
     applications, accesses, (kind, phases) = METHODS[method]
     if method == "p(l)-cg":
         accesses = 12 + 6 * depth
@@ -167,13 +161,17 @@ def time_per_iteration(method, machine, n, nnz, ranks, depth=1, restart=30, loop
     elif method == "p(l)-gmres":
         accesses = 2 * restart + 10 * depth
     local = n / ranks
-    per_nnz, per_entry = machine.costs(local)
-    spmv = per_nnz * nnz / ranks + (machine.halo if ranks > 1 else 0.0)
-    work = spmv + 3 * per_entry * local                      # SpMV + Jacobi
-    own = machine.kernel_cost(method, local) if loop != "ideal" else None
-    if own is not None and method == "p(l)-cg":      # its column and iterate, and l level passes
-        own += depth * (machine.kernel_cost("p(l)-cg level", local) or 0.0)
-    vector = accesses * per_entry * local if own is None else own * local
+    work = local_work(machine, local, nnz / ranks, ranks)
+    vector, fixed = accesses * machine.costs(local)[1] * local, 0.0
+    if loop != "ideal":
+        key = f"{method} {loop}"
+        if key not in machine.fixed:
+            raise ValueError(f"machine {machine.name!r} has no fixed cost for {key!r} (calibrate() measures "
+                             f"{', '.join(' '.join(p) for p in PACKAGE)})")
+        levels = [(key, 1)] + ([(f"{key} level", depth)] if method == "p(l)-cg" else [])
+        fixed = sum(machine.fixed.get(k, 0.0) * count for k, count in levels)
+        if key in machine.kernels:
+            vector = sum((machine.kernel_cost(k, local) or 0.0) * count * local for k, count in levels)
     G = machine.reduction(ranks, blocking=kind == "blocking")
     if kind == "blocking":
         return fixed + phases * G + applications * work + vector
@@ -181,6 +179,13 @@ def time_per_iteration(method, machine, n, nnz, ranks, depth=1, restart=30, loop
     if phases is None:                                       # deep pipelines: G spread over l
         return fixed + o + max((G - o) / depth, work) + vector
     return fixed + phases * (o + max(G - o, work)) + vector
+
+
+def local_work(machine, local, local_nnz, ranks=1):
+    """S + M: seconds of one SpMV (its halo exchange on more than one rank) and one Jacobi
+    application, on a rank of ``local`` unknowns and ``local_nnz`` nonzeros."""
+    per_nnz, per_entry = machine.costs(local)
+    return per_nnz * local_nnz + (machine.halo if ranks > 1 else 0.0) + 3 * per_entry * local
 
 
 def best_depth(machine, n, nnz, ranks, depths=range(1, 11), loop="ideal"):
@@ -276,14 +281,13 @@ def plot_prediction(rows, machine, problem, path):
 
 
 RATE_SIZES = (256, 1024, 4096, 16384, 65536)   # local unknowns at which calibrate() measures the costs, with n^2
-FIXED_SIZES = (256, 1024)         # the smallest local sizes: where it measures the loops' fixed costs
 
 
-def calibrate(comm=None, n=1000, repeat=10, fixed=True):
+def calibrate(comm=None, n=1000, repeat=10, loops=True):
     """Measure this machine's costs: SpMV and vector streaming at a few local sizes on this
-    process, the Allreduce on ``comm`` (at least 2 ranks; else the latency terms stay 0),
-    and (``fixed``) this package's fixed cost per iteration of each loop of PACKAGE.
-    Collective."""
+    process, the communication on ``comm`` (at least 2 ranks; else the latency terms stay
+    0), and (``loops``) what this package's loops (PACKAGE) take there of their own
+    (:func:`loop_costs`).  Collective."""
     from mpi4py import MPI
     import pipekrylov as pk
     from .kernels import fused_kernel
@@ -305,12 +309,12 @@ def calibrate(comm=None, n=1000, repeat=10, fixed=True):
         return min(times)
 
     def timings(side, rounds):
-        """(one SpMV, one fused update, {method: one iteration of its own kernels}) of 2D
-        Poisson side x side, and the matrix.  The SpMV as the compiled loop runs it (its
-        own clock around each, in a solve: no call from Python, which costs more than the
-        SpMV at small sizes and more for the diagonal runs' kernel than for plain CSR's),
-        or, where the compiled loop cannot run, timed from Python (its call's cost taken
-        off below); the rest each timed from Python after an SpMV, as in an iteration."""
+        """(one SpMV, one fused update) of 2D Poisson side x side, and the matrix.  The SpMV
+        as the compiled loop runs it (its own clock around each, in a solve: no call from
+        Python, which costs more than the SpMV at small sizes and more for the diagonal
+        runs' kernel than for plain CSR's), or, where the compiled loop cannot run, timed
+        from Python (its call's cost taken off below); the update timed from Python after
+        an SpMV, as in an iteration."""
         A = poisson2d(MPI.COMM_SELF, side)
         vectors = {name: np.ones(A.shape[0]) for name in "xrpqusvwz"}
         x, y, b = vectors["v"], vectors["p"], np.ones(A.shape[0])
@@ -332,23 +336,19 @@ def calibrate(comm=None, n=1000, repeat=10, fixed=True):
             t = time.perf_counter()
             work()
             return time.perf_counter() - t
-        own = {method: min(after_spmv(work) for _ in range(rounds))
-               for method, work in own_kernels(A.shape[0]).items()}
         spmv = [in_loop() for _ in range(3)] if side > 2 else [None]
         return ((min(spmv), False) if None not in spmv else (min(from_python() for _ in range(rounds)), True),
-                min(after_spmv(lambda: update(vectors, {"alpha": 1e-9})) for _ in range(rounds)), own, A)
+                min(after_spmv(lambda: update(vectors, {"alpha": 1e-9})) for _ in range(rounds)), A)
 
     # a call from Python costs what a compiled loop does not pay: measured on a 2 x 2 grid,
     # taken off every size's time of the kernels timed from Python
-    (spmv_call, _), vector_call, own_call, _ = timings(2, 2000)
-    rates, kernels = [], {method: [] for method in own_call}
+    (spmv_call, _), vector_call, _ = timings(2, 2000)
+    rates = []
     for local in RATE_SIZES + (n * n,):
         rounds = max(repeat, min(2000, 10 ** 7 // (5 * local)))   # small sizes: many rounds, the best kept
-        (spmv, from_python), vector, own, A = timings(int(round(math.sqrt(local))), rounds)
+        (spmv, from_python), vector, A = timings(int(round(math.sqrt(local))), rounds)
         spmv = max(spmv - spmv_call, 0.0) if from_python else spmv
         rates.append((A.shape[0], spmv / A.nnz, max(vector - vector_call, 0.0) / (ACCESSES * A.shape[0])))
-        for method, seconds in own.items():
-            kernels[method].append((A.shape[0], max(seconds - own_call[method], 0.0) / A.shape[0]))
     latency = per_level = halo = overhead = blocking = 0.0
     if comm.Get_size() > 1:
         try:
@@ -365,55 +365,60 @@ def calibrate(comm=None, n=1000, repeat=10, fixed=True):
                       flush=True)
     machine = Machine("here", rates[-1][1], rates[-1][2], latency, per_level, halo,
                       source=f"calibrate() on {comm.Get_size()} ranks at {time.strftime('%Y-%m-%d')}",
-                      reduction_overhead=overhead, blocking_latency=blocking, rates=tuple(rates),
-                      kernels={method: tuple(points) for method, points in kernels.items()})
-    if fixed:
-        machine = replace(machine, fixed=fixed_costs(machine))
+                      reduction_overhead=overhead, blocking_latency=blocking, rates=tuple(rates))
+    if loops:
+        fixed, kernels = loop_costs(machine, [r[0] for r in rates])
+        machine = replace(machine, fixed=fixed, kernels=kernels)
     return machine
 
 
-def own_kernels(n):
-    """``{method: work()}``: one iteration of this package's vector kernels (the fused
-    updates with their local dots), as its loops call them, on vectors of ``n`` entries,
-    for the methods of PACKAGE.  p(l)-CG's is split: ``"p(l)-cg"`` its next column (at the
-    depth :mod:`.timing` times) and its iterate, ``"p(l)-cg level"`` one of its l passes
-    over an intermediate basis."""
-    from .deep.compiled import level_update, next_column, solution_update
-    from .derive import derive
-    from .derive.codegen import generate
-    from .kernels import dot
-    from .solvers.cg import direction_kernel, update_kernel
-    from .timing import PLCG
-    vectors = {}
-
-    def vector(name):
-        return vectors.setdefault(name, np.full(n, 1e-3))
-    scalars = {name: 1e-9 for name in ("alpha", "beta", "a", "d", "e", "g", "t", "zeta")}
-    direction, update = direction_kernel(), update_kernel()
-    cg_vectors = {name: vector(name) for name in "pzxrq"}
-
-    def cg():
-        direction(cg_vectors, scalars)
-        update(cg_vectors, scalars)
-        dot(cg_vectors["r"], cg_vectors["z"])
-        dot(cg_vectors["p"], cg_vectors["q"])
-    segments = generate(derive("cg")).segments
-    pcg_vectors = {name: vector(name) for seg in segments for name in seg.arrays}
-
-    def pcg():
-        for seg in segments:
-            seg(pcg_vectors, {name: 1e-9 for name in seg.scalars})
-    column, level, solution = next_column(PLCG["depth"]), level_update(), solution_update()
-
-    def kernel_vectors(kernel, prefix):
-        return {name: vector(prefix + name) for name in kernel.vectors}
-    on_column, on_level, on_solution = (kernel_vectors(column, "c"), kernel_vectors(level, "l"),
-                                        kernel_vectors(solution, "s"))
-
-    def plcg():
-        column(on_column, scalars)
-        solution(on_solution, scalars)
-    return {"cg": cg, "p-cg": pcg, "p(l)-cg": plcg, "p(l)-cg level": lambda: level(on_level, scalars)}
+def loop_costs(machine, sizes, passes=3):
+    """``(fixed, kernels)``: what this package's loops (PACKAGE) take of their own on one
+    rank, as :class:`Machine` holds it.  At each local size of ``sizes`` (2D Poisson,
+    Jacobi), a loop's time per iteration (the difference of two solves, :mod:`.timing`)
+    less the SpMV and Jacobi ``machine`` models there is its own time R: its vector
+    kernels, calls and bookkeeping.  p(l)-CG runs at depths 1 and 2: R(2) - R(1) is one
+    level pass (``"p(l)-cg <loop> level"``), R(1) less it the rest.  Each R is split into
+    a fixed cost per iteration F, its line's intercept through the two smallest sizes
+    (within 0 and R there), and (R - F) / local at each size.  Each time is the median of
+    ``passes`` measurements, the sizes in turn between them (at a few hundred unknowns
+    one measurement differs from the next by 10-20%, the state of the caches and of the
+    allocator as it falls).  Local to this process."""
+    from mpi4py import MPI
+    import pipekrylov as pk
+    from .timing import PLCG, per_iteration, poisson
+    pcg = pk.pipelined("cg")
+    run = dict(rtol=0.0, M="jacobi", comm=MPI.COMM_SELF)
+    measured = {}
+    for _ in range(passes):
+        for local in sizes:
+            A, b = poisson(MPI.COMM_SELF, local)
+            funcs = {"cg compiled": lambda k: pk.cg(A, b, maxiter=k, loop="compiled", **run).iterations,
+                     "p-cg compiled": lambda k: pcg(A, b, maxiter=k, loop="compiled", **run).iterations,
+                     "p-cg python": lambda k: pcg(A, b, maxiter=k, loop="python", **run).iterations}
+            for depth in (1, 2):
+                for loop in ("compiled", "python"):
+                    funcs[f"p({depth})-cg {loop}"] = lambda k, loop=loop, depth=depth: pk.plcg(
+                        A, b, maxiter=k, loop=loop, **run, **dict(PLCG, depth=depth)).iterations
+            work = local_work(machine, A.shape[0], A.nnz)
+            # 8 and 30 iterations: at 256 unknowns p-CG reaches rounding (and stops) after about 37
+            for key, value in per_iteration(MPI.COMM_SELF, funcs, 8, 30, repeat=3, budget=0.5 / passes).items():
+                if value is not None:
+                    measured.setdefault(key, {}).setdefault(A.shape[0], []).append(value[0] - work)
+    own = {key: {m: float(np.median(values)) for m, values in points.items()} for key, points in measured.items()}
+    for loop in ("compiled", "python"):
+        one, two = own.pop(f"p(1)-cg {loop}", {}), own.pop(f"p(2)-cg {loop}", {})
+        both = sorted(set(one) & set(two))
+        own[f"p(l)-cg {loop} level"] = {m: two[m] - one[m] for m in both}
+        own[f"p(l)-cg {loop}"] = {m: 2 * one[m] - two[m] for m in both}
+    fixed, kernels = {}, {}
+    for key, points in own.items():
+        if len(points) < 2:
+            continue
+        (m1, r1), (m2, r2) = sorted(points.items())[:2]
+        fixed[key] = float(np.clip(r1 - m1 * (r2 - r1) / (m2 - m1), 0.0, max(0.0, min(r1, r2))))
+        kernels[key] = tuple((m, max(r - fixed[key], 0.0) / m) for m, r in sorted(points.items()))
+    return fixed, kernels
 
 
 # What the loops' communication costs a rank, from compiled code, in ``out[k]`` for each of
@@ -525,36 +530,3 @@ def communication_costs(comm, halo=64, repeat=200, hold=None):
     reduction, _, exchange, blocking = run(0, 0.0)
     overhead = run(1, 3 * reduction + 2e-6 if hold is None else hold)[1]
     return Communication(float(reduction), float(overhead), float(exchange), float(blocking))
-
-
-def fixed_costs(machine, sizes=FIXED_SIZES):
-    """This package's fixed seconds per iteration of each loop of PACKAGE: the time per
-    iteration on one rank (:mod:`.timing`) less the work ``machine`` models there, the
-    mean over the local ``sizes`` (the smallest, where it weighs most; their kernels are
-    timed from Python and vary by 10-20% between runs, which one size would carry).
-    Local to this process."""
-    from mpi4py import MPI
-    import pipekrylov as pk
-    from .timing import PLCG, per_iteration, poisson
-    pcg = pk.pipelined("cg")
-    run = dict(rtol=0.0, M="jacobi", comm=MPI.COMM_SELF)
-    plcg = dict(run, **PLCG)
-    keys = [f"{method} {loop}" for method, loop in PACKAGE]
-    # the work modelled for this package (its own kernels where calibrated), no fixed cost yet
-    probe = replace(machine, fixed={key: 0.0 for key in keys})
-    residuals = {key: [] for key in keys}
-    for local in sizes:
-        A, b = poisson(MPI.COMM_SELF, int(round(math.sqrt(local))) ** 2)
-        funcs = {"cg compiled": lambda k: pk.cg(A, b, maxiter=k, loop="compiled", **run).iterations,
-                 "p-cg compiled": lambda k: pcg(A, b, maxiter=k, loop="compiled", **run).iterations,
-                 "p-cg python": lambda k: pcg(A, b, maxiter=k, loop="python", **run).iterations,
-                 "p(l)-cg compiled": lambda k: pk.plcg(A, b, maxiter=k, loop="compiled", **plcg).iterations,
-                 "p(l)-cg python": lambda k: pk.plcg(A, b, maxiter=k, loop="python", **plcg).iterations}
-        # 8 and 30 iterations: at 256 unknowns p-CG reaches rounding (and stops) after about 37
-        for key, value in per_iteration(MPI.COMM_SELF, funcs, 8, 30, repeat=5).items():
-            if value is not None:
-                method, loop = key.split()
-                work = time_per_iteration(method, probe, A.shape[0], A.nnz, 1, depth=PLCG["depth"], loop=loop)
-                residuals[key].append(value[0] - work)
-    fixed = {key: max(0.0, float(np.mean(values))) for key, values in residuals.items() if values}
-    return fixed

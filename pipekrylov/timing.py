@@ -1,6 +1,7 @@
 """Time per iteration, measured apart from a solve's set-up: the difference of two solves
 of ``n1`` and ``n2`` iterations (rtol 0, so each runs exactly that many), divided by
-``n2 - n1``.  Used by ``make demo`` and ``benchmarks/strong_scaling_limit.py``.
+``n2 - n1``, the median over rounds.  Used by ``make demo``, ``benchmarks/strong_scaling_limit.py``
+and :func:`pipekrylov.model.calibrate`.
 
 Compilation is excluded (every solver runs once before timing); each solver's rounds run
 together (after another solver the caches and the allocator are in another state, which
@@ -67,26 +68,34 @@ def per_iteration(comm, funcs, n1, n2, repeat=3, budget=1.0):
     """``{name: (seconds per iteration, fixed seconds per solve)}`` of each ``funcs[name](n)
     -> iterations``; None where a solver stopped short of ``n`` iterations (a breakdown, or
     convergence to rounding).  At least ``repeat`` rounds, more (up to 200) where a round
-    is cheap, within about ``budget`` seconds per solver.  Collective."""
+    is cheap, within about ``budget`` seconds per solver; a round times a solve of ``n1``
+    iterations then one of ``n2``, and the figure is the median over the rounds of their
+    difference (at a few hundred unknowns a solve's own cost varies by more than the
+    iterations between them cost, from one moment of a process to the next: the median
+    of the pairs is the steadier, the difference of the fastest of each the less).
+    Collective."""
     out = {}
     for name, func in funcs.items():
         t0 = time.perf_counter()
         func(n1)   # warm: compilation excluded
         func(n2)
         rounds = comm.bcast(max(repeat, min(200, int(budget / max(time.perf_counter() - t0, 1e-4)))))
-        best, short = [np.inf, np.inf], False
+        pairs, short = [], False
         gc.collect()
         gc.disable()   # a collection inside a timed solve is noise, not the solver's cost
         try:
             for _ in range(rounds):
-                for j, n in enumerate((n1, n2)):
+                pair = []
+                for n in (n1, n2):
                     t, its = _timed(comm, func, n)
                     short |= its not in (n, n + 1)   # PETSc's pipecg counts one more
-                    best[j] = min(best[j], t)
+                    pair.append(t)
+                pairs.append(pair)
         finally:
             gc.enable()
-        per = (best[1] - best[0]) / (n2 - n1)
+        pairs = np.array(pairs)
+        per = float(np.median(pairs[:, 1] - pairs[:, 0])) / (n2 - n1)
         # not linear in the iterations (noise larger than the signal, or a solver whose
         # iterations differ, as p(l)-CG's first 2l): no figure
-        out[name] = None if short or per <= 0 else (per, best[0] - n1 * per)
+        out[name] = None if short or per <= 0 else (per, float(np.median(pairs[:, 0])) - n1 * per)
     return out

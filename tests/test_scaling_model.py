@@ -174,40 +174,80 @@ def test_classic_methods_pay_the_blocking_reduction_and_pipelined_ones_the_nonbl
 
 
 def test_this_package_uses_its_own_kernels_where_they_were_timed():
-    kernels = {"p-cg": ((256, 10e-9), (4096, 30e-9))}
+    kernels = {"p-cg compiled": ((256, 10e-9), (4096, 30e-9))}
     machine = model.Machine(**{**MACHINE.__dict__, "kernels": kernels,
-                               "fixed": {"p-cg compiled": 0.0, "cg compiled": 0.0}})
+                               "fixed": {"p-cg compiled": 0.0, "p-cg python": 0.0, "cg compiled": 0.0}})
     n, nnz = 1024, 5 * 1024
     ideal = model.time_per_iteration("p-cg", machine, n, nnz, 1)
     ours = model.time_per_iteration("p-cg", machine, n, nnz, 1, loop="compiled")
-    assert machine.kernel_cost("p-cg", 1024) == pytest.approx(20e-9)   # halfway in log(local)
+    assert machine.kernel_cost("p-cg compiled", 1024) == pytest.approx(20e-9)   # halfway in log(local)
     assert ours - ideal == pytest.approx((20e-9 - 18e-9) * n)         # its kernels for the accesses
-    assert machine.kernel_cost("cg", 1024) is None
+    assert machine.kernel_cost("p-cg python", 1024) is None           # each loop its own
+    assert model.time_per_iteration("p-cg", machine, n, nnz, 1, loop="python") == pytest.approx(ideal)
     assert model.time_per_iteration("cg", machine, n, nnz, 1, loop="compiled") == \
         pytest.approx(model.time_per_iteration("cg", machine, n, nnz, 1))
 
 
-def test_own_kernels_run_one_iteration_of_each_method():
-    work = model.own_kernels(64)
-    assert set(work) == {method for method, _ in model.PACKAGE} | {"p(l)-cg level"}
-    for run in work.values():
-        run()
-
-
 def test_deeper_pipelines_pay_their_level_passes():
-    """p(l)-CG's own kernels: its column and iterate, and l passes over the bases."""
-    kernels = {"p(l)-cg": ((256, 10e-9), (4096, 10e-9)), "p(l)-cg level": ((256, 2e-9), (4096, 2e-9))}
-    machine = model.Machine(**{**MACHINE.__dict__, "kernels": kernels, "fixed": {"p(l)-cg compiled": 0.0}})
+    """p(l)-CG's own costs: its base, and l level passes, each with its fixed cost."""
+    kernels = {"p(l)-cg compiled": ((256, 10e-9), (4096, 10e-9)),
+               "p(l)-cg compiled level": ((256, 2e-9), (4096, 2e-9))}
+    fixed = {"p(l)-cg compiled": 1e-6, "p(l)-cg compiled level": 0.25e-6}
+    machine = model.Machine(**{**MACHINE.__dict__, "kernels": kernels, "fixed": fixed})
     n, nnz = 1024, 5 * 1024
     times = [model.time_per_iteration("p(l)-cg", machine, n, nnz, 1, depth=l, loop="compiled") for l in (1, 2, 5)]
     work = 2e-9 * nnz + 3e-9 * n      # SpMV + Jacobi, one rank
-    assert times == pytest.approx([work + (10e-9 + l * 2e-9) * n for l in (1, 2, 5)])
+    assert times == pytest.approx([work + 1e-6 + l * 0.25e-6 + (10e-9 + l * 2e-9) * n for l in (1, 2, 5)])
+
+
+def test_loop_costs_split_each_loops_own_time_into_fixed_and_per_unknown(monkeypatch):
+    """loop_costs on times per iteration made up as fixed + per unknown: it finds both
+    again, p(l)-CG's base and level apart (no solve is timed)."""
+    from pipekrylov import timing
+    made = {"cg compiled": (0.5e-6, 4e-9), "p-cg compiled": (0.7e-6, 3e-9), "p-cg python": (24e-6, 3e-9),
+            "p(1)-cg compiled": (0.9e-6, 6e-9), "p(2)-cg compiled": (1.2e-6, 7e-9),
+            "p(1)-cg python": (40e-6, 6e-9), "p(2)-cg python": (50e-6, 8e-9)}
+    sizes, machine = [], model.Machine(**{**MACHINE.__dict__, "rates": ((256, 2e-9, 1e-9), (4096, 3e-9, 2e-9))})
+    poisson = timing.poisson
+
+    def recording(comm, total):
+        sizes.append(total)
+        return poisson(comm, total)
+
+    def made_up(comm, funcs, n1, n2, **options):
+        A = model_problem(sizes[-1])
+        work = model.local_work(machine, A.shape[0], A.nnz)
+        return {key: (made[key][0] + made[key][1] * A.shape[0] + work, 0.0) for key in funcs}
+
+    def model_problem(total):
+        from mpi4py import MPI
+        return poisson(MPI.COMM_SELF, total)[0]
+    monkeypatch.setattr(timing, "poisson", recording)
+    monkeypatch.setattr(timing, "per_iteration", made_up)
+    fixed, kernels = model.loop_costs(machine, [256, 1024, 4096])
+    expect = {"cg compiled": made["cg compiled"], "p-cg compiled": made["p-cg compiled"],
+              "p-cg python": made["p-cg python"]}
+    for loop in ("compiled", "python"):
+        one, two = made[f"p(1)-cg {loop}"], made[f"p(2)-cg {loop}"]
+        expect[f"p(l)-cg {loop} level"] = (two[0] - one[0], two[1] - one[1])
+        expect[f"p(l)-cg {loop}"] = (2 * one[0] - two[0], 2 * one[1] - two[1])
+    assert set(fixed) == set(kernels) == set(expect)
+    for key, (f, v) in expect.items():
+        assert fixed[key] == pytest.approx(f, rel=1e-9), key
+        assert [m for m, _ in kernels[key]] == [256, 1024, 4096]
+        assert [c for _, c in kernels[key]] == pytest.approx([v] * 3, rel=1e-6), key
+    m = model.Machine(**{**machine.__dict__, "fixed": fixed, "kernels": kernels})
+    A = model_problem(1024)
+    for depth in (1, 2):   # the model gives back the times it was made from
+        assert model.time_per_iteration("p(l)-cg", m, A.shape[0], A.nnz, 1, depth=depth, loop="python") == \
+            pytest.approx(made[f"p({depth})-cg python"][0] + made[f"p({depth})-cg python"][1] * 1024
+                          + model.local_work(machine, 1024, A.nnz))
 
 
 def test_a_machine_with_rates_and_fixed_costs_round_trips(tmp_path):
     machine = model.Machine(**{**MACHINE.__dict__, "fixed": {"cg compiled": 1e-6},
                                "rates": ((256, 1e-9, 2e-9), (4096, 3e-9, 4e-9)), "reduction_overhead": 1e-6,
-                               "kernels": {"cg": ((256, 1e-9), (4096, 2e-9))}})
+                               "kernels": {"cg compiled": ((256, 1e-9), (4096, 2e-9))}})
     path = tmp_path / "machine.json"
     machine.save(str(path))
     assert model.Machine.load(str(path)) == machine
