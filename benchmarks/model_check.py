@@ -46,17 +46,19 @@ class Measured(model.Machine):
 
 def median_rows(runs):
     """The rows of several runs of :func:`measure` (the same configurations in the same
-    order) as one: each measured figure the median over the runs (at a few hundred
-    unknowns one run's figure differs from the next run's by 10-20%, the state of the
-    caches and of the allocator as it falls in that process)."""
+    order) as one: each measured figure the median over the runs, None where most runs
+    have none (at a few hundred unknowns one run's figure differs from the next run's by
+    10-20%, the state of the caches and of the allocator as it falls in that process)."""
     merged = []
-    for same in zip(*runs):
+    for same in zip(*runs, strict=True):
+        if len({(row["transport"], row["ranks"], row["local"]) for row in same}) > 1:
+            raise SystemExit(f"the runs measured different configurations: {same}")
         row = dict(same[0])
         for key in row:
             values = [other.get(key) for other in same]
             if any(isinstance(v, float) for v in values):
                 values = [v for v in values if v is not None]
-                row[key] = float(np.median(values)) if values else None
+                row[key] = float(np.median(values)) if 2 * len(values) > len(same) else None
         merged.append(row)
     return merged
 

@@ -13,8 +13,8 @@ machines).  The script starts ``mpiexec`` itself for each
 (ranks, transport) and prints one table.
 
 Time per iteration is the difference of two solves of N1 and N2 iterations (rtol 0),
-divided by N2 - N1, best of ``--repeat`` rounds or more (up to 200 where a round is
-short; each solver's rounds together): the per-iteration cost without the per-solve
+divided by N2 - N1, the median over ``--repeat`` rounds or more (up to 200 where a round
+is short; each solver's rounds together): the per-iteration cost without the per-solve
 set-up, which is printed apart ("fixed", for our compiled p-cg and PETSc's pipecg).
 N2 stays below the iterations p-cg takes to reach rounding, so no solver stops early.
 "hidden" is the share of a reduction's latency the compiled p-cg hides: 1 - (time

@@ -66,7 +66,8 @@ class Machine:
     source: str = ""
     # of reduction_latency, the processor's time (no overlap hides it); 0: all of it hidable
     reduction_overhead: float = 0.0
-    # this package's fixed seconds per iteration, by "<method> <loop>" (PACKAGE)
+    # this package's fixed seconds per iteration, by "<method> <loop>" (PACKAGE; and
+    # "p(l)-cg <loop> level", one of p(l)-CG's l level passes)
     fixed: dict = field(default_factory=dict)
     # (local unknowns, spmv_per_nnz, vector_per_entry) at a few local sizes; () for the
     # two costs above at every size
@@ -111,6 +112,12 @@ class Machine:
             values = json.load(f)
         values["rates"] = tuple(tuple(r) for r in values.get("rates", ()))
         values["kernels"] = {m: tuple(tuple(q) for q in points) for m, points in values.get("kernels", {}).items()}
+        keys = {f"{m} {loop}" for m, loop in PACKAGE} | {f"p(l)-cg {loop} level" for loop in ("compiled", "python")}
+        unknown = sorted(set(values["kernels"]) - keys)
+        if unknown:   # an older calibrate() keyed its kernels by method, with its F fitted to them
+            raise ValueError(f"{path}: costs by {', '.join(map(repr, unknown))} are not this version's "
+                             f"({', '.join(sorted(keys))}); calibrate again (pipekrylov model --machine here "
+                             "--save-machine FILE)")
         return cls(**values)
 
     def save(self, path):
@@ -122,8 +129,8 @@ MACHINES = {
     # Assumed, not measured: a Haswell node (2 x 16 cores, about 110 GB/s STREAM) run with 16
     # ranks per node (7 GB/s per rank), Cray Aries latencies of a few microseconds.
     # This package's fixed costs per iteration: as calibrate() measured them on a 2-core Xeon
-    # VM (the intercepts of each loop's own time at 256 and 1,024 unknowns, four runs: cg
-    # compiled 0.3-0.6 us, p-cg compiled 0.4-0.7, p(l)-cg compiled 0.0-0.3 and 0.2-0.6 per
+    # VM (the intercepts of each loop's own time at 256 and 1,024 unknowns, five runs: cg
+    # compiled 0.3-0.6 us, p-cg compiled 0.4-0.7, p(l)-cg compiled 0.0-0.7 and 0.0-0.6 per
     # level, p-cg python 22-24, p(l)-cg python 34-36 and 9-10 per level), about the middle
     # taken; its vector work is the accesses at the machine's rate.
     "cori-haswell": Machine("cori-haswell", spmv_per_nnz=12 / 7e9, vector_per_entry=8 / 7e9,
@@ -168,10 +175,10 @@ def time_per_iteration(method, machine, n, nnz, ranks, depth=1, restart=30, loop
         if key not in machine.fixed:
             raise ValueError(f"machine {machine.name!r} has no fixed cost for {key!r} (calibrate() measures "
                              f"{', '.join(' '.join(p) for p in PACKAGE)})")
-        levels = [(key, 1)] + ([(f"{key} level", depth)] if method == "p(l)-cg" else [])
-        fixed = sum(machine.fixed.get(k, 0.0) * count for k, count in levels)
+        parts = [(key, 1)] + ([(f"{key} level", depth)] if method == "p(l)-cg" else [])   # l level passes
+        fixed = sum(machine.fixed.get(k, 0.0) * count for k, count in parts)
         if key in machine.kernels:
-            vector = sum((machine.kernel_cost(k, local) or 0.0) * count * local for k, count in levels)
+            vector = sum((machine.kernel_cost(k, local) or 0.0) * count * local for k, count in parts)
     G = machine.reduction(ranks, blocking=kind == "blocking")
     if kind == "blocking":
         return fixed + phases * G + applications * work + vector
@@ -406,32 +413,41 @@ def loop_costs(machine, sizes, passes=3):
                 if value is not None:
                     measured.setdefault(key, {}).setdefault(A.shape[0], []).append(value[0] - work)
     own = {key: {m: float(np.median(values)) for m, values in points.items()} for key, points in measured.items()}
-    for loop in ("compiled", "python"):
-        one, two = own.pop(f"p(1)-cg {loop}", {}), own.pop(f"p(2)-cg {loop}", {})
-        both = sorted(set(one) & set(two))
-        own[f"p(l)-cg {loop} level"] = {m: two[m] - one[m] for m in both}
-        own[f"p(l)-cg {loop}"] = {m: 2 * one[m] - two[m] for m in both}
     fixed, kernels = {}, {}
-    for key, points in own.items():
+
+    def split(key, points):
+        """F and the per-unknown costs of one loop's own times ``{local: R}``; the R each
+        gives back at the measured sizes (F + its cost there: R, or F where R < F)."""
         if len(points) < 2:
-            continue
+            return {}
         (m1, r1), (m2, r2) = sorted(points.items())[:2]
         fixed[key] = float(np.clip(r1 - m1 * (r2 - r1) / (m2 - m1), 0.0, max(0.0, min(r1, r2))))
         kernels[key] = tuple((m, max(r - fixed[key], 0.0) / m) for m, r in sorted(points.items()))
+        return {m: fixed[key] + cost * m for m, cost in kernels[key]}
+    for loop in ("compiled", "python"):
+        one, two = own.pop(f"p(1)-cg {loop}", {}), own.pop(f"p(2)-cg {loop}", {})
+        both = sorted(set(one) & set(two))
+        # the level pass first, then the base as what depth 1 leaves of it (so that the
+        # two give back depth 1 where the level pass was clipped at 0)
+        level = split(f"p(l)-cg {loop} level", {m: two[m] - one[m] for m in both})
+        split(f"p(l)-cg {loop}", {m: one[m] - level[m] for m in level})
+    for key, points in own.items():
+        split(key, points)
     return fixed, kernels
 
 
 # What the loops' communication costs a rank, from compiled code, in ``out[k]`` for each of
 # ``out.shape[0]`` repetitions.  Phase 0: (0) a nonblocking Allreduce started and waited
-# for at once (the pipelined methods' reduction, unhidden); (2) an exchange of ``hsend``
-# with the ranks above and below (one Sendrecv each way; one in all with two ranks), as a
-# halo exchange; (3) a blocking Allreduce, as the classic methods' loops reduce.  Phase 1:
+# for at once (the pipelined methods' reduction, unhidden); (2) a halo exchange with the
+# ranks above and below, on the persistent requests ``halo`` (started and completed as the
+# loops' SpMV does: Open MPI's shared memory sends a blocking message of a few hundred
+# bytes inline, 0.4 us sooner than a persistent one); (3) a blocking Allreduce, as the classic methods' loops reduce.  Phase 1:
 # (1) the processor time of a nonblocking Allreduce left to itself for ``hold`` seconds
 # but for one MPI_Test halfway (as the halo's MPI calls advance it in a loop): its start,
 # the test and its completion.  The first MPI error code, or 0.
 _COMMUNICATION = """
-def communication(send, recv, hsend, hrecv, handles, up, down, request, flag, status, phase, hold, out):
-    count, hcount = send.shape[0], hsend.shape[0]
+def communication(send, recv, halo, halo_status, handles, request, flag, status, phase, hold, out):
+    count = send.shape[0]
     for k in range(out.shape[0]):
         t0 = MPI_Wtime()
         e = MPI_Iallreduce(send.ctypes.data, recv.ctypes.data, count, handles[0], handles[1], handles[2],
@@ -458,11 +474,9 @@ def communication(send, recv, hsend, hrecv, handles, up, down, request, flag, st
             return e
     for k in range(out.shape[0] if phase == 0 else 0):
         t0 = MPI_Wtime()
-        e = MPI_Sendrecv(hsend.ctypes.data, hcount, handles[0], up, 7, hrecv.ctypes.data, hcount, handles[0],
-                         down, 7, handles[2], status.ctypes.data)
-        if e == 0 and up != down:
-            e = MPI_Sendrecv(hsend.ctypes.data, hcount, handles[0], down, 8, hrecv.ctypes.data, hcount,
-                             handles[0], up, 8, handles[2], status.ctypes.data)
+        e = MPI_Startall(halo.shape[0], halo.ctypes.data)
+        if e == 0:
+            e = MPI_Waitall(halo.shape[0], halo.ctypes.data, halo_status.ctypes.data)
         if e != 0:
             return e
         out[k, 2] = MPI_Wtime() - t0
@@ -489,9 +503,8 @@ def communication_costs(comm, halo=64, repeat=200, hold=None):
     """Measure :class:`Communication` on ``comm`` (at least 2 ranks) from compiled code, as
     the compiled loops communicate: ``MPI_Iallreduce`` (which Open MPI 4.1 completes in
     two rounds of messages where its blocking Allreduce takes one: over TCP 8 against 5.5
-    us here), and an exchange of ``halo`` doubles with each neighbour (with 3 ranks or
-    more, one neighbour after the other, where a loop's halo exchanges with both at once:
-    an upper bound).
+    us here), and an exchange of ``halo`` doubles with each neighbour on persistent
+    requests, started and completed together, as a DistributedCSR's halo.
 
     The overhead o is the processor time of a reduction left to itself for ``hold``
     seconds (by default 3 G + 2 us) but for one ``MPI_Test`` halfway, as the halo's MPI
@@ -509,24 +522,34 @@ def communication_costs(comm, halo=64, repeat=200, hold=None):
     handles = native.handles([MPI.DOUBLE, MPI.SUM, comm])
     request, flag, status = native.handles([MPI.REQUEST_NULL]), np.zeros(1, np.int32), native.status_buffer()
     out = np.zeros((repeat, 4))
+    persistent = []
 
     def arguments(phase, seconds):
-        return (np.ones(3), np.zeros(3), np.ones(halo), np.zeros(halo), handles, (rank + 1) % size,
-                (rank - 1) % size, request, flag, status, phase, seconds, out)
-    with collective_check(comm, "communication_costs"):
-        if len(set(comm.allgather((halo, repeat, hold)))) > 1:
-            raise ValueError("communication_costs: halo, repeat and hold differ between the ranks")
-        kernel = compile_for(compile_source(native.PRELUDE + _COMMUNICATION, "communication", None),
-                             arguments(0, 0.0))
+        return (np.ones(3), np.zeros(3), halo_requests, halo_status, handles, request, flag, status, phase,
+                seconds, out)
+    try:
+        with collective_check(comm, "communication_costs"):
+            if len(set(comm.allgather((halo, repeat, hold)))) > 1:
+                raise ValueError("communication_costs: halo, repeat and hold differ between the ranks")
+            # the halo as a DistributedCSR exchanges it: a receive and a send with each neighbour
+            for other in sorted({(rank + 1) % size, (rank - 1) % size} - {rank}):
+                persistent += [comm.Recv_init(np.zeros(halo), other, tag=78),
+                               comm.Send_init(np.ones(halo), other, tag=78)]
+            halo_requests, halo_status = native.handles(persistent), native.status_buffer(len(persistent))
+            kernel = compile_for(compile_source(native.PRELUDE + _COMMUNICATION, "communication", None),
+                                 arguments(0, 0.0))
 
-    def run(phase, seconds):
-        comm.Barrier()
-        error = comm.allreduce(int(kernel(*arguments(phase, seconds))), op=MPI.MAX)
-        if error:
-            raise RuntimeError(f"communication_costs: MPI error code {error} on at least one rank")
-        medians = np.empty(4)
-        comm.Allreduce(np.median(out, axis=0), medians, op=MPI.MAX)
-        return medians
-    reduction, _, exchange, blocking = run(0, 0.0)
-    overhead = run(1, 3 * reduction + 2e-6 if hold is None else hold)[1]
+        def run(phase, seconds):
+            comm.Barrier()
+            error = comm.allreduce(int(kernel(*arguments(phase, seconds))), op=MPI.MAX)
+            if error:
+                raise RuntimeError(f"communication_costs: MPI error code {error} on at least one rank")
+            medians = np.empty(4)
+            comm.Allreduce(np.median(out, axis=0), medians, op=MPI.MAX)
+            return medians
+        reduction, _, exchange, blocking = run(0, 0.0)
+        overhead = run(1, 3 * reduction + 2e-6 if hold is None else hold)[1]
+    finally:
+        for r in persistent:
+            r.Free()
     return Communication(float(reduction), float(overhead), float(exchange), float(blocking))

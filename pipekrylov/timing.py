@@ -76,8 +76,9 @@ def per_iteration(comm, funcs, n1, n2, repeat=3, budget=1.0):
     Collective."""
     out = {}
     for name, func in funcs.items():
+        func(n1)   # warm: compilation excluded, from the rounds' count too
         t0 = time.perf_counter()
-        func(n1)   # warm: compilation excluded
+        func(n1)
         func(n2)
         rounds = comm.bcast(max(repeat, min(200, int(budget / max(time.perf_counter() - t0, 1e-4)))))
         pairs, short = [], False

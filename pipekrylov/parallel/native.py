@@ -3,9 +3,8 @@
 The compiled loop (:mod:`pipekrylov.derive.compiled`) runs whole solves without
 returning to Python, so it calls MPI itself: ``MPI_Iallreduce``, ``MPI_Test`` and
 ``MPI_Wait`` for the fused reduction (``MPI_Allreduce`` for a classic method's blocking
-one), ``MPI_Startall`` and ``MPI_Waitall`` on the halo exchange's persistent requests,
-``MPI_Wtime`` for the trace and the injected latency (and ``MPI_Sendrecv``, for the
-performance model's probe of an exchange).
+one), ``MPI_Startall`` and ``MPI_Waitall`` on the halo exchange's persistent requests, and
+``MPI_Wtime`` for the trace and the injected latency.
 They are bound here, to the MPI library mpi4py has loaded, and called on handles taken
 from mpi4py's objects (the caller's communicator, its requests).
 
@@ -94,9 +93,6 @@ def declarations():
         "MPI_Startall": declare("MPI_Startall", i32(i32, ptr)),         # (count, requests*)
         "MPI_Waitall": declare("MPI_Waitall", i32(i32, ptr, ptr)),      # (count, requests*, statuses*)
         "MPI_Wtime": declare("MPI_Wtime", types.float64()),
-        # (sendbuf, count, type, dest, tag, recvbuf, count, type, source, tag, comm, status*):
-        # the model's probe of a halo exchange (pipekrylov.model.communication_costs)
-        "MPI_Sendrecv": declare("MPI_Sendrecv", i32(ptr, i32, h, i32, i32, ptr, i32, h, i32, i32, h, ptr)),
     }
 
 
