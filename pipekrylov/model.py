@@ -47,11 +47,15 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 __all__ = ["Machine", "MACHINES", "METHODS", "PACKAGE", "time_per_iteration", "best_depth", "predict",
-           "crossovers", "report", "plot_prediction", "calibrate", "loop_costs", "Communication", "communication_costs"]
+           "crossovers", "report", "plot_prediction", "calibrate", "loop_costs", "LOOP_KEYS", "Communication",
+           "communication_costs"]
 
 # the loops this package runs each modelled method on (the others have the Python loop only)
 PACKAGE = (("cg", "compiled"), ("p-cg", "compiled"), ("p(l)-cg", "compiled"), ("p-cg", "python"),
            ("p(l)-cg", "python"))
+# the keys of a Machine's fixed and per-unknown costs for them: "<method> <loop>", and one
+# of p(l)-CG's l level passes
+LOOP_KEYS = tuple(f"{m} {loop}" for m, loop in PACKAGE) + ("p(l)-cg compiled level", "p(l)-cg python level")
 
 
 @dataclass(frozen=True)
@@ -112,11 +116,10 @@ class Machine:
             values = json.load(f)
         values["rates"] = tuple(tuple(r) for r in values.get("rates", ()))
         values["kernels"] = {m: tuple(tuple(q) for q in points) for m, points in values.get("kernels", {}).items()}
-        keys = {f"{m} {loop}" for m, loop in PACKAGE} | {f"p(l)-cg {loop} level" for loop in ("compiled", "python")}
-        unknown = sorted(set(values["kernels"]) - keys)
+        unknown = sorted(set(values["kernels"]) - set(LOOP_KEYS))
         if unknown:   # an older calibrate() keyed its kernels by method, with its F fitted to them
             raise ValueError(f"{path}: costs by {', '.join(map(repr, unknown))} are not this version's "
-                             f"({', '.join(sorted(keys))}); calibrate again (pipekrylov model --machine here "
+                             f"({', '.join(LOOP_KEYS)}); calibrate again (pipekrylov model --machine here "
                              "--save-machine FILE)")
         return cls(**values)
 
@@ -441,10 +444,11 @@ def loop_costs(machine, sizes, passes=3):
 # for at once (the pipelined methods' reduction, unhidden); (2) a halo exchange with the
 # ranks above and below, on the persistent requests ``halo`` (started and completed as the
 # loops' SpMV does: Open MPI's shared memory sends a blocking message of a few hundred
-# bytes inline, 0.4 us sooner than a persistent one); (3) a blocking Allreduce, as the classic methods' loops reduce.  Phase 1:
-# (1) the processor time of a nonblocking Allreduce left to itself for ``hold`` seconds
-# but for one MPI_Test halfway (as the halo's MPI calls advance it in a loop): its start,
-# the test and its completion.  The first MPI error code, or 0.
+# bytes inline, 0.4 us sooner than a persistent one); (3) a blocking Allreduce, as the
+# classic methods' loops reduce.  Phase 1: (1) the processor time of a nonblocking
+# Allreduce left to itself for ``hold`` seconds but for one MPI_Test halfway (as the halo's
+# MPI calls advance it in a loop): its start, the test and its completion.  The first MPI
+# error code, or 0.
 _COMMUNICATION = """
 def communication(send, recv, halo, halo_status, handles, request, flag, status, phase, hold, out):
     count = send.shape[0]
