@@ -3,27 +3,35 @@
     python -m benchmarks.model_check                       # 1 and 2 ranks, shared memory and TCP
     python -m benchmarks.model_check --ranks 2 --transports tcp --sizes 4096 65536
 
-Calibrates the model on this process (``pipekrylov.model.calibrate``: SpMV and vector
-costs at a few local sizes, each loop's own time on one rank), then measures time per
-iteration as ``benchmarks.strong_scaling_limit`` does (2D Poisson, Jacobi; the
-difference of two solves) in ``--runs`` mpiexec runs, each figure the median over them,
-at 1 and 2 ranks over shared memory and over TCP (Open MPI
-``--mca btl tcp,self --mca btl_tcp_if_include lo``: a real reduction latency), and
-prints measured, modelled and their ratio for our cg (compiled loop), p-cg and p(2)-cg
-(compiled and Python loop).  The model's communication is what each run measures at each
-size with ``model.communication_costs``, as the loops communicate: the pipelined
-methods' reduction G a nonblocking Allreduce, of which the processor's own time o is not
-hidden, cg's a blocking Allreduce, and the halo an exchange of a grid line with the
-neighbouring ranks.
+Calibrates the model (``pipekrylov.model.calibrate``: SpMV and vector costs at a few
+local sizes, each loop's own time on one rank) before the runs and after each, and
+measures time per iteration as ``benchmarks.strong_scaling_limit`` does (2D Poisson,
+Jacobi; the difference of two solves) in ``--runs`` mpiexec runs, at 1 and 2 ranks over
+shared memory and over TCP (Open MPI ``--mca btl tcp,self --mca btl_tcp_if_include lo``:
+a real reduction latency).  A run on p ranks is modelled with the mean of the
+calibrations either side of it made in p processes at once (a rank's costs while the
+other cores work too; and this VM's speed drifts by a quarter within an hour as its host
+is loaded, the model then drifting with the measurement).  It prints, for our cg
+(compiled loop), p-cg and p(2)-cg (compiled and Python loop), the medians over the runs
+of the measured and the modelled time and of their ratio, and the runs' ratios.  The
+model's communication is what each run measures at each size with
+``model.communication_costs``, as the loops communicate: the pipelined methods'
+reduction G a nonblocking Allreduce, of which the processor's own time o is not hidden,
+cg's a blocking Allreduce, and the halo an exchange of a grid line with the neighbouring
+ranks.  About 15 minutes.
 """
 import argparse
 import dataclasses
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
 
 import numpy as np
 
 from benchmarks.common import cpu_name
-from benchmarks.strong_scaling_limit import SIZES, TOTAL, measure
+from benchmarks.strong_scaling_limit import ROOT, SIZES, TOTAL, measure
 from pipekrylov import model
 from pipekrylov.compare import markdown_table
 from pipekrylov.timing import grid
@@ -63,6 +71,62 @@ def median_rows(runs):
     return merged
 
 
+def calibrated(path, processes):
+    """``model.calibrate`` (``pipekrylov model --machine here``) in ``processes`` processes
+    at once, each timing its own figures (rank 0's kept): a run on two ranks is modelled
+    with the costs of a rank while the other core works too (a rank's share of the
+    memory and the caches), a run on one rank with those of one process alone.  This
+    process must not have started MPI when it starts mpiexec."""
+    command = [shutil.which("mpiexec"), "-n", str(processes), sys.executable, "-m", "pipekrylov", "model",
+               "--machine", "here", "--max-ranks", "1", "--save-machine", path]
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    print(f"# calibrating in {processes} process(es)", file=sys.stderr, flush=True)
+    out = subprocess.run(command, capture_output=True, text=True, timeout=1800, cwd=ROOT, env=env)
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{out.stdout[-2000:]}{out.stderr[-4000:]}")
+    return model.Machine.load(path)
+
+
+def modelled_us(here, row, name):
+    """The model's time per iteration (us) of series ``name`` in the configuration of
+    ``row``, with the machine ``here`` and the communication the run measured there."""
+    method, loop, depth = SERIES[name]
+    n = row["total"]
+    nnz = 5 * n - 2 * sum(grid(n))   # 2D Poisson nx x ny
+    machine = Measured(**{**dataclasses.asdict(here), "rates": here.rates, "kernels": here.kernels,
+                          "halo": row["halo_us"] * 1e-6, "allreduce": row["iallreduce_us"] * 1e-6,
+                          "blocking": row["blocking_us"] * 1e-6,
+                          "reduction_overhead": row["allreduce_overhead_us"] * 1e-6})
+    return model.time_per_iteration(method, machine, n, nnz, row["ranks"], depth=depth, loop=loop) * 1e6
+
+
+def compare(runs, machines):
+    """Rows ``(row, series, measured, modelled, ratios)``: for each configuration and
+    series, the medians over the runs of the measured and the modelled time, and each
+    run's ratio of the two.  A run on p ranks is modelled with the mean of the machines
+    calibrated in p processes just before it and just after it (``machines[p][i]`` and
+    ``machines[p][i + 1]``), so that a drift of the machine's speed through the check
+    moves the model with the measurement.  A series is left out where most runs have no
+    figure for it."""
+    for ranks, calibrations in machines.items():
+        if len(calibrations) != len(runs) + 1:
+            raise ValueError(f"{len(runs)} runs need {len(runs) + 1} calibrations around them, "
+                             f"not {len(calibrations)} (in {ranks} processes)")
+    compared = []
+    for j, row in enumerate(median_rows(runs)):
+        around = machines[row["ranks"]]
+        for name in SERIES:
+            pairs = [(np.mean([modelled_us(m, run[j], name) for m in around[i:i + 2]]), run[j][name])
+                     for i, run in enumerate(runs) if run[j].get(name) is not None]
+            if 2 * len(pairs) <= len(runs):
+                continue
+            modelled, measured = np.array(pairs).T
+            compared.append((row, name, float(np.median(measured)), float(np.median(modelled)),
+                             sorted(modelled / measured)))
+    return compared
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="*", default=SIZES + [TOTAL],
@@ -73,38 +137,33 @@ def main(argv=None):
     parser.add_argument("--runs", type=int, default=3,
                         help="mpiexec runs of each configuration; each figure the median over them")
     args = parser.parse_args(argv)
-    # the runs first: this process must not have started MPI when it starts mpiexec
-    rows = median_rows([measure(args.ranks, args.transports, args.sizes, args.repeat, with_petsc=False)
-                        for _ in range(max(1, args.runs))])
-    from mpi4py import MPI
-    here = model.calibrate(MPI.COMM_SELF)
-    table, ratios = [], []
-    for row in rows:
-        n = row["total"]
-        nnz = 5 * n - 2 * sum(grid(n))   # 2D Poisson nx x ny
-        machine = Measured(**{**dataclasses.asdict(here), "rates": here.rates, "kernels": here.kernels,
-                              "halo": row["halo_us"] * 1e-6, "allreduce": row["iallreduce_us"] * 1e-6,
-                              "blocking": row["blocking_us"] * 1e-6,
-                              "reduction_overhead": row["allreduce_overhead_us"] * 1e-6})
-        for name, (method, loop, depth) in SERIES.items():
-            measured = row.get(name)
-            if measured is None:
-                continue
-            modelled = model.time_per_iteration(method, machine, n, nnz, row["ranks"], depth=depth, loop=loop) * 1e6
-            ratio = modelled / measured
-            ratios.append(ratio)
-            table.append([row["transport"], row["ranks"], f"{row['local']:,}", name, f"{measured:.1f}",
-                          f"{modelled:.1f}", f"{ratio:.2f}" + ("" if 0.8 <= ratio <= 1.25 else " (outside)")])
-    print(f"model against measured, time per iteration in us; {cpu_name()}; calibrated: "
-          + ", ".join(f"{key} fixed {value * 1e6:.1f} us" for key, value in here.fixed.items()))
-    print("communication (model.communication_costs), us: " + "; ".join(
+    runs, machines = [], {ranks: [] for ranks in args.ranks}
+    with tempfile.TemporaryDirectory() as folder:
+        for i in range(max(1, args.runs) + 1):
+            for ranks in args.ranks:
+                machines[ranks].append(calibrated(f"{folder}/machine{i}-{ranks}.json", ranks))
+            if i < max(1, args.runs):
+                runs.append(measure(args.ranks, args.transports, args.sizes, args.repeat, with_petsc=False))
+    table, inside = [], []
+    for row, name, measured, modelled, ratios in compare(runs, machines):
+        ratio = float(np.median(ratios))
+        inside.append(0.8 <= ratio <= 1.25)
+        table.append([row["transport"], row["ranks"], f"{row['local']:,}", name, f"{measured:.1f}",
+                      f"{modelled:.1f}", f"{ratio:.2f}" + ("" if inside[-1] else " (outside)"),
+                      "-".join(f"{r:.2f}" for r in (ratios[0], ratios[-1]))])
+    print(f"model against measured, time per iteration in us; {cpu_name()}; {len(runs)} runs, each modelled "
+          f"with the calibrations (in as many processes as it has ranks) before and after it; the loops' fixed "
+          f"costs per calibration, us: " + "; ".join(
+              f"{key} " + ", ".join(f"{ranks} proc. " + "/".join(f"{m.fixed[key] * 1e6:.1f}" for m in ms)
+                                    for ranks, ms in machines.items())
+              for key in model.LOOP_KEYS if key in machines[args.ranks[0]][0].fixed))
+    print("communication (model.communication_costs, median of the runs), us: " + "; ".join(
         f"{row['transport']} {row['ranks']} ranks {row['local']:,}: G {row['iallreduce_us']:.1f} (blocking "
         f"{row['blocking_us']:.1f}), o {row['allreduce_overhead_us']:.1f}, halo {row['halo_us']:.1f}"
-        for row in rows if row["ranks"] > 1))
-    print(markdown_table(["transport", "ranks", "unknowns/rank", "solver", "measured", "modelled", "modelled / measured"],
-                         table))
-    inside = sum(0.8 <= r <= 1.25 for r in ratios)
-    print(f"modelled / measured within 0.8-1.25: {inside} of {len(ratios)}")
+        for row in median_rows(runs) if row["ranks"] > 1))
+    print(markdown_table(["transport", "ranks", "unknowns/rank", "solver", "measured", "modelled",
+                          "modelled / measured", "runs' ratios"], table))
+    print(f"modelled / measured within 0.8-1.25: {sum(inside)} of {len(inside)}")
     return 0
 
 

@@ -411,8 +411,11 @@ def loop_costs(machine, sizes, passes=3):
                     funcs[f"p({depth})-cg {loop}"] = lambda k, loop=loop, depth=depth: pk.plcg(
                         A, b, maxiter=k, loop=loop, **run, **dict(PLCG, depth=depth)).iterations
             work = local_work(machine, A.shape[0], A.nnz)
-            # 8 and 30 iterations: at 256 unknowns p-CG reaches rounding (and stops) after about 37
-            for key, value in per_iteration(MPI.COMM_SELF, funcs, 8, 30, repeat=3, budget=0.5 / passes).items():
+            # 8 and 30 iterations: at 256 unknowns p-CG reaches rounding (and stops) after about 37;
+            # 6 and 14 from 10^5 unknowns, where an iteration takes milliseconds (and, with 22
+            # between the solves, the calibration's minute was mostly at 10^6)
+            n1, n2 = (8, 30) if A.shape[0] < 100_000 else (6, 14)
+            for key, value in per_iteration(MPI.COMM_SELF, funcs, n1, n2, repeat=3, budget=0.5 / passes).items():
                 if value is not None:
                     measured.setdefault(key, {}).setdefault(A.shape[0], []).append(value[0] - work)
     own = {key: {m: float(np.median(values)) for m, values in points.items()} for key, points in measured.items()}

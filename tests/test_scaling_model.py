@@ -293,3 +293,38 @@ def test_communication_costs_refuse_arguments_that_differ_between_ranks(comm):
         pytest.skip("needs two ranks")
     with pytest.raises(ValueError, match="differ between the ranks"):
         model.communication_costs(comm, halo=32 + comm.rank, repeat=5)
+
+
+def test_the_model_check_models_each_run_with_the_calibrations_around_it():
+    """benchmarks.model_check: a machine that runs twice as slow by the second run, its
+    calibrations before and after each run, and runs that took what the mean of the two
+    either side models: every ratio 1, where the first calibration alone gives 0.67."""
+    from benchmarks import model_check
+    fixed = {" ".join(key): 1e-6 for key in model.PACKAGE} | {"p(l)-cg compiled level": 0.2e-6,
+                                                               "p(l)-cg python level": 5e-6}
+    base = {**MACHINE.__dict__, "fixed": fixed, "rates": ((256, 2e-9, 1e-9), (65536, 4e-9, 2e-9))}
+
+    def slowed(factor):
+        return model.Machine(**{**base, "fixed": {k: v * factor for k, v in fixed.items()},
+                                "rates": tuple((m, s * factor, v * factor) for m, s, v in base["rates"])})
+    machines = [slowed(1.0), slowed(1.5), slowed(2.0)]
+    configuration = {"transport": "tcp", "ranks": 2, "local": 1024, "total": 2048, "halo_us": 5.0,
+                     "iallreduce_us": 8.0, "blocking_us": 5.0, "allreduce_overhead_us": 6.0}
+    runs = []
+    for i in range(2):
+        row = dict(configuration)
+        for name in model_check.SERIES:
+            row[name] = (model_check.modelled_us(machines[i], row, name)
+                         + model_check.modelled_us(machines[i + 1], row, name)) / 2
+        runs.append([row])
+    runs[1][0]["p(2)-cg python"] = None     # in one run of two: the series is left out
+    compared = model_check.compare(runs, {1: machines[::-1], 2: machines})   # each run its ranks'
+    assert [name for _, name, *_ in compared] == [n for n in model_check.SERIES if n != "p(2)-cg python"]
+    assert [ratios for *_, ratios in compared] == [pytest.approx([1.0, 1.0])] * 4
+    first_only = model_check.modelled_us(machines[0], runs[1][0], "cg") / runs[1][0]["cg"]
+    assert first_only == pytest.approx(0.67, abs=0.05)
+    with pytest.raises(ValueError, match="2 runs need 3 calibrations around them, not 2 \\(in 1 processes"):
+        model_check.compare(runs, {1: machines[:2], 2: machines})
+    runs[1][0]["local"] = 4096
+    with pytest.raises(SystemExit, match="different configurations"):
+        model_check.compare(runs, {2: machines})
