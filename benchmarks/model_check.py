@@ -8,13 +8,13 @@ local sizes, each loop's own time on one rank) before the runs and after each, a
 measures time per iteration as ``benchmarks.strong_scaling_limit`` does (2D Poisson,
 Jacobi; the difference of two solves) in ``--runs`` mpiexec runs, at 1 and 2 ranks over
 shared memory and over TCP (Open MPI ``--mca btl tcp,self --mca btl_tcp_if_include lo``:
-a real reduction latency).  A run on p ranks is modelled with the mean of the
-calibrations either side of it made in p processes at once (a rank's costs while the
-other cores work too; and this VM's speed drifts by a quarter within an hour as its host
-is loaded, the model then drifting with the measurement).  It prints, for our cg
-(compiled loop), p-cg and p(2)-cg (compiled and Python loop), the medians over the runs
-of the measured and the modelled time and of their ratio, and the runs' ratios.  The
-model's communication is what each run measures at each size with
+a real reduction latency).  A run on p ranks is modelled with the mean of the times
+modelled with the calibrations either side of it, made in p processes at once (a rank's
+costs while the other cores work too; and this VM's speed drifts by a quarter within an
+hour as its host is loaded, the model then drifting with the measurement).  It prints,
+for our cg (compiled loop), p-cg and p(2)-cg (compiled and Python loop), the medians
+over the runs of the measured and the modelled time and of their ratio, and the runs'
+ratios.  The model's communication is what each run measures at each size with
 ``model.communication_costs``, as the loops communicate: the pipelined methods'
 reduction G a nonblocking Allreduce, of which the processor's own time o is not hidden,
 cg's a blocking Allreduce, and the halo an exchange of a grid line with the neighbouring
@@ -31,7 +31,7 @@ import tempfile
 import numpy as np
 
 from benchmarks.common import cpu_name
-from benchmarks.strong_scaling_limit import ROOT, SIZES, TOTAL, measure
+from benchmarks.strong_scaling_limit import ROOT, SIZES, TOTAL, launcher_kind, measure, runnable
 from pipekrylov import model
 from pipekrylov.compare import markdown_table
 from pipekrylov.timing import grid
@@ -104,11 +104,11 @@ def modelled_us(here, row, name):
 def compare(runs, machines):
     """Rows ``(row, series, measured, modelled, ratios)``: for each configuration and
     series, the medians over the runs of the measured and the modelled time, and each
-    run's ratio of the two.  A run on p ranks is modelled with the mean of the machines
-    calibrated in p processes just before it and just after it (``machines[p][i]`` and
+    run's ratio of the two.  A run on p ranks is modelled with the mean of the times
+    modelled with the machines calibrated in p processes just before it and just after it (``machines[p][i]`` and
     ``machines[p][i + 1]``), so that a drift of the machine's speed through the check
-    moves the model with the measurement.  A series is left out where most runs have no
-    figure for it."""
+    moves the model with the measurement.  A series is left out where at most half the
+    runs have a figure for it, or a calibration has no cost for its loop."""
     for ranks, calibrations in machines.items():
         if len(calibrations) != len(runs) + 1:
             raise ValueError(f"{len(runs)} runs need {len(runs) + 1} calibrations around them, "
@@ -117,6 +117,9 @@ def compare(runs, machines):
     for j, row in enumerate(median_rows(runs)):
         around = machines[row["ranks"]]
         for name in SERIES:
+            method, loop, _ = SERIES[name]
+            if any(f"{method} {loop}" not in m.fixed for m in around):
+                continue   # a loop the calibration could not run (no MPI library for compiled code)
             pairs = [(np.mean([modelled_us(m, run[j], name) for m in around[i:i + 2]]), run[j][name])
                      for i, run in enumerate(runs) if run[j].get(name) is not None]
             if 2 * len(pairs) <= len(runs):
@@ -131,19 +134,23 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="*", default=SIZES + [TOTAL],
                         help=f"unknowns per rank ({TOTAL} means that many in total)")
-    parser.add_argument("--ranks", type=int, nargs="*", default=[1, 2])
-    parser.add_argument("--transports", nargs="*", default=["shm", "tcp"], choices=["shm", "tcp"])
+    parser.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--transports", nargs="+", default=["shm", "tcp"], choices=["shm", "tcp"])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--runs", type=int, default=3,
                         help="mpiexec runs of each configuration; each figure the median over them")
     args = parser.parse_args(argv)
-    runs, machines = [], {ranks: [] for ranks in args.ranks}
+    kind = launcher_kind(shutil.which("mpiexec"))
+    rank_counts = sorted({r for r in args.ranks for t in args.transports if runnable(t, r, kind)})
+    if not rank_counts:
+        raise SystemExit("nothing to measure: TCP runs need 2 or more ranks and Open MPI's mpiexec")
+    runs, machines = [], {ranks: [] for ranks in rank_counts}
     with tempfile.TemporaryDirectory() as folder:
         for i in range(max(1, args.runs) + 1):
-            for ranks in args.ranks:
+            for ranks in rank_counts:
                 machines[ranks].append(calibrated(f"{folder}/machine{i}-{ranks}.json", ranks))
             if i < max(1, args.runs):
-                runs.append(measure(args.ranks, args.transports, args.sizes, args.repeat, with_petsc=False))
+                runs.append(measure(rank_counts, args.transports, args.sizes, args.repeat, with_petsc=False))
     table, inside = [], []
     for row, name, measured, modelled, ratios in compare(runs, machines):
         ratio = float(np.median(ratios))
@@ -154,15 +161,15 @@ def main(argv=None):
     print(f"model against measured, time per iteration in us; {cpu_name()}; {len(runs)} runs, each modelled "
           f"with the calibrations (in as many processes as it has ranks) before and after it; the loops' fixed "
           f"costs per calibration, us: " + "; ".join(
-              f"{key} " + ", ".join(f"{ranks} proc. " + "/".join(f"{m.fixed[key] * 1e6:.1f}" for m in ms)
-                                    for ranks, ms in machines.items())
-              for key in model.LOOP_KEYS if key in machines[args.ranks[0]][0].fixed))
+              f"{key} " + ", ".join(f"{ranks} proc. " + "/".join(
+                  f"{m.fixed[key] * 1e6:.1f}" if key in m.fixed else "-" for m in ms) for ranks, ms in machines.items())
+              for key in model.LOOP_KEYS))
     print("communication (model.communication_costs, median of the runs), us: " + "; ".join(
         f"{row['transport']} {row['ranks']} ranks {row['local']:,}: G {row['iallreduce_us']:.1f} (blocking "
         f"{row['blocking_us']:.1f}), o {row['allreduce_overhead_us']:.1f}, halo {row['halo_us']:.1f}"
         for row in median_rows(runs) if row["ranks"] > 1))
     print(markdown_table(["transport", "ranks", "unknowns/rank", "solver", "measured", "modelled",
-                          "modelled / measured", "runs' ratios"], table))
+                          "modelled / measured", "runs' ratios (least-most)"], table))
     print(f"modelled / measured within 0.8-1.25: {sum(inside)} of {len(inside)}")
     return 0
 

@@ -139,6 +139,12 @@ def main():
     return 0
 
 
+def runnable(transport, ranks, kind):
+    """Whether :func:`measure` runs a configuration: TCP only between ranks, over Open MPI
+    (``kind``, :func:`launcher_kind`)."""
+    return not (transport == "tcp" and (ranks == 1 or kind != "openmpi"))
+
+
 def measure(ranks_list, transports, sizes, repeat=3, with_petsc=True, timeout=1800):
     """The rows of one mpiexec run per (transport, ranks): time per iteration of every
     solver at every size, with the run's blocking Allreduce time (``allreduce_us``)."""
@@ -149,7 +155,7 @@ def measure(ranks_list, transports, sizes, repeat=3, with_petsc=True, timeout=18
     rows = []
     for transport in transports:
         for ranks in ranks_list:
-            if transport == "tcp" and (ranks == 1 or kind != "openmpi"):
+            if not runnable(transport, ranks, kind):
                 continue
             command = [mpiexec, *(TCP if transport == "tcp" else []), "-n", str(ranks), sys.executable,
                        "-m", "benchmarks.strong_scaling_limit", "--worker", "--repeat", str(repeat),

@@ -262,8 +262,9 @@ def main(argv=None):
     modelp = sub.add_parser("model", help="modelled time per iteration and best pipeline depth, "
                                           "up to 10^5 ranks")
     modelp.add_argument("--machine", default="cori-haswell",
-                        help="cori-haswell, here (measure; run under mpiexec -n 2 for the "
-                             "reduction), or a JSON file saved with --save-machine")
+                        help="cori-haswell, here (measure; under mpiexec -n p, with as many ranks "
+                             "per node as the runs to model, for the reduction and a rank's share of "
+                             "the node), or a JSON file saved with --save-machine")
     modelp.add_argument("--save-machine", metavar="JSON", help="write the machine's costs")
     modelp.add_argument("--problem", default="poisson2d:1000")
     modelp.add_argument("--max-ranks", type=int, default=100000)

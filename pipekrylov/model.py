@@ -377,6 +377,7 @@ def calibrate(comm=None, n=1000, repeat=10, loops=True):
                       source=f"calibrate() on {comm.Get_size()} ranks at {time.strftime('%Y-%m-%d')}",
                       reduction_overhead=overhead, blocking_latency=blocking, rates=tuple(rates))
     if loops:
+        comm.Barrier()   # under mpiexec -n p: every rank measures while the others do
         fixed, kernels = loop_costs(machine, [r[0] for r in rates])
         machine = replace(machine, fixed=fixed, kernels=kernels)
     return machine
@@ -411,9 +412,10 @@ def loop_costs(machine, sizes, passes=3):
                     funcs[f"p({depth})-cg {loop}"] = lambda k, loop=loop, depth=depth: pk.plcg(
                         A, b, maxiter=k, loop=loop, **run, **dict(PLCG, depth=depth)).iterations
             work = local_work(machine, A.shape[0], A.nnz)
-            # 8 and 30 iterations: at 256 unknowns p-CG reaches rounding (and stops) after about 37;
-            # 6 and 14 from 10^5 unknowns, where an iteration takes milliseconds (and, with 22
-            # between the solves, the calibration's minute was mostly at 10^6)
+            # 8 and 30 iterations: at 256 unknowns p-CG reaches rounding (and stops) after about 37.
+            # From 10^5 unknowns an iteration takes milliseconds, and 8 between the solves are
+            # enough (22 there took most of the calibration's time); the shorter solve stays
+            # above p(l)-CG's first 2l iterations, which are not like the others
             n1, n2 = (8, 30) if A.shape[0] < 100_000 else (6, 14)
             for key, value in per_iteration(MPI.COMM_SELF, funcs, n1, n2, repeat=3, budget=0.5 / passes).items():
                 if value is not None:

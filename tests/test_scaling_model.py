@@ -296,35 +296,48 @@ def test_communication_costs_refuse_arguments_that_differ_between_ranks(comm):
 
 
 def test_the_model_check_models_each_run_with_the_calibrations_around_it():
-    """benchmarks.model_check: a machine that runs twice as slow by the second run, its
-    calibrations before and after each run, and runs that took what the mean of the two
-    either side models: every ratio 1, where the first calibration alone gives 0.67."""
+    """benchmarks.model_check: a machine that slows down run by run, its calibrations in
+    two processes before and after each run, and two-rank runs that took what the mean of
+    the two either side models: every ratio 1, where the first calibration alone gives
+    0.5.  The one-rank rows are modelled with the one-process calibrations (a steady
+    machine, the runs 25% slower than it: 0.8)."""
     from benchmarks import model_check
     fixed = {" ".join(key): 1e-6 for key in model.PACKAGE} | {"p(l)-cg compiled level": 0.2e-6,
                                                                "p(l)-cg python level": 5e-6}
     base = {**MACHINE.__dict__, "fixed": fixed, "rates": ((256, 2e-9, 1e-9), (65536, 4e-9, 2e-9))}
 
-    def slowed(factor):
-        return model.Machine(**{**base, "fixed": {k: v * factor for k, v in fixed.items()},
+    def slowed(factor, without=()):
+        return model.Machine(**{**base, "fixed": {k: v * factor for k, v in fixed.items() if k not in without},
                                 "rates": tuple((m, s * factor, v * factor) for m, s, v in base["rates"])})
-    machines = [slowed(1.0), slowed(1.5), slowed(2.0)]
-    configuration = {"transport": "tcp", "ranks": 2, "local": 1024, "total": 2048, "halo_us": 5.0,
-                     "iallreduce_us": 8.0, "blocking_us": 5.0, "allreduce_overhead_us": 6.0}
+    one, two = [slowed(1.0)] * 4, [slowed(f) for f in (1.0, 1.5, 2.0, 2.5)]
+    configurations = [{"transport": "shm", "ranks": 1, "local": 1024, "total": 1024, "halo_us": 0.0,
+                       "iallreduce_us": 0.0, "blocking_us": 0.0, "allreduce_overhead_us": 0.0},
+                      {"transport": "tcp", "ranks": 2, "local": 1024, "total": 2048, "halo_us": 5.0,
+                       "iallreduce_us": 8.0, "blocking_us": 5.0, "allreduce_overhead_us": 6.0}]
     runs = []
-    for i in range(2):
-        row = dict(configuration)
+    for i in range(3):
+        rows = [dict(c) for c in configurations]
         for name in model_check.SERIES:
-            row[name] = (model_check.modelled_us(machines[i], row, name)
-                         + model_check.modelled_us(machines[i + 1], row, name)) / 2
-        runs.append([row])
-    runs[1][0]["p(2)-cg python"] = None     # in one run of two: the series is left out
-    compared = model_check.compare(runs, {1: machines[::-1], 2: machines})   # each run its ranks'
-    assert [name for _, name, *_ in compared] == [n for n in model_check.SERIES if n != "p(2)-cg python"]
-    assert [ratios for *_, ratios in compared] == [pytest.approx([1.0, 1.0])] * 4
-    first_only = model_check.modelled_us(machines[0], runs[1][0], "cg") / runs[1][0]["cg"]
-    assert first_only == pytest.approx(0.67, abs=0.05)
-    with pytest.raises(ValueError, match="2 runs need 3 calibrations around them, not 2 \\(in 1 processes"):
-        model_check.compare(runs, {1: machines[:2], 2: machines})
-    runs[1][0]["local"] = 4096
+            rows[0][name] = 1.25 * model_check.modelled_us(one[i], rows[0], name)
+            rows[1][name] = (model_check.modelled_us(two[i], rows[1], name)
+                             + model_check.modelled_us(two[i + 1], rows[1], name)) / 2
+        runs.append(rows)
+    runs[0][0]["p-cg python"] = runs[1][0]["p-cg python"] = None   # 1 of 3 runs has it: left out
+    runs[2][1]["p(2)-cg python"] = None                            # 2 of 3: kept
+    compared = {(row["ranks"], name): rest for row, name, *rest in model_check.compare(runs, {1: one, 2: two})}
+    assert sorted(compared) == sorted({(1, n) for n in model_check.SERIES if n != "p-cg python"}
+                                      | {(2, n) for n in model_check.SERIES})
+    for (ranks, name), (measured, modelled, ratios) in compared.items():
+        assert ratios == pytest.approx([0.8 if ranks == 1 else 1.0] * (2 if (ranks, name) == (2, "p(2)-cg python") else 3))
+    measured, modelled, _ = compared[2, "cg"]
+    assert measured == pytest.approx(modelled) and measured == pytest.approx(runs[1][1]["cg"])   # the medians
+    assert model_check.modelled_us(two[0], runs[2][1], "cg") / runs[2][1]["cg"] == pytest.approx(0.5, abs=0.05)
+    # a loop one calibration has no cost for (it could not run there): its series left out
+    compared = model_check.compare(runs, {1: one, 2: two[:3] + [slowed(2.5, without={"p-cg python"})]})
+    assert [name for row, name, *_ in compared if row["ranks"] == 2] == [
+        n for n in model_check.SERIES if n != "p-cg python"]
+    with pytest.raises(ValueError, match="3 runs need 4 calibrations around them, not 3 \\(in 1 processes"):
+        model_check.compare(runs, {1: one[:3], 2: two})
+    runs[1][1]["local"] = 4096
     with pytest.raises(SystemExit, match="different configurations"):
-        model_check.compare(runs, {2: machines})
+        model_check.compare(runs, {1: one, 2: two})
