@@ -1,5 +1,6 @@
 """Helpers the benchmarks share (``from benchmarks.common import ...``): timing across
-ranks, a STREAM triad kernel, cache flushing, table printing."""
+ranks, a STREAM triad kernel, cache flushing, table printing, mpiexec's environment."""
+import os
 import time
 
 import numpy as np
@@ -115,3 +116,10 @@ def cpu_name():
         pass
     return "unknown CPU"
 
+
+
+def mpiexec_env():
+    """The environment for the mpiexec a benchmark starts: Open MPI run as root (this
+    machine's benchmarks run as root) and oversubscribed beyond the cores."""
+    return dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                OMPI_MCA_rmaps_base_oversubscribe="1")

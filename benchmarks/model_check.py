@@ -22,7 +22,6 @@ ranks.  About 15 minutes.
 """
 import argparse
 import dataclasses
-import os
 import shutil
 import subprocess
 import sys
@@ -30,7 +29,7 @@ import tempfile
 
 import numpy as np
 
-from benchmarks.common import cpu_name
+from benchmarks.common import cpu_name, mpiexec_env
 from benchmarks.strong_scaling_limit import ROOT, SIZES, TOTAL, launcher_kind, measure, runnable
 from pipekrylov import model
 from pipekrylov.compare import markdown_table
@@ -79,8 +78,7 @@ def calibrated(path, processes):
     process must not have started MPI when it starts mpiexec."""
     command = [shutil.which("mpiexec"), "-n", str(processes), sys.executable, "-m", "pipekrylov", "model",
                "--machine", "here", "--max-ranks", "1", "--save-machine", path]
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1")
+    env = mpiexec_env()
     print(f"# calibrating in {processes} process(es)", file=sys.stderr, flush=True)
     out = subprocess.run(command, capture_output=True, text=True, timeout=1800, cwd=ROOT, env=env)
     if out.returncode != 0:
@@ -105,9 +103,9 @@ def compare(runs, machines):
     """Rows ``(row, series, measured, modelled, ratios)``: for each configuration and
     series, the medians over the runs of the measured and the modelled time, and each
     run's ratio of the two.  A run on p ranks is modelled with the mean of the times
-    modelled with the machines calibrated in p processes just before it and just after it (``machines[p][i]`` and
-    ``machines[p][i + 1]``), so that a drift of the machine's speed through the check
-    moves the model with the measurement.  A series is left out where at most half the
+    modelled with the machines calibrated in p processes just before it and just after
+    it (``machines[p][i]`` and ``machines[p][i + 1]``), so that a drift of the machine's
+    speed through the check moves the model with the measurement.  A series is left out where at most half the
     runs have a figure for it, or a calibration has no cost for its loop."""
     for ranks, calibrations in machines.items():
         if len(calibrations) != len(runs) + 1:
@@ -116,8 +114,7 @@ def compare(runs, machines):
     compared = []
     for j, row in enumerate(median_rows(runs)):
         around = machines[row["ranks"]]
-        for name in SERIES:
-            method, loop, _ = SERIES[name]
+        for name, (method, loop, _) in SERIES.items():
             if any(f"{method} {loop}" not in m.fixed for m in around):
                 continue   # a loop the calibration could not run (no MPI library for compiled code)
             pairs = [(np.mean([modelled_us(m, run[j], name) for m in around[i:i + 2]]), run[j][name])

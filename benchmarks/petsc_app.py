@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 
-from benchmarks.common import cpu_name
+from benchmarks.common import cpu_name, mpiexec_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE = os.path.join(ROOT, "tests", "capp", "poisson.c")
@@ -36,8 +36,7 @@ def build(folder):
 
 
 def environment():
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1")
+    env = mpiexec_env()
     env["PYTHONPATH"] = os.pathsep.join([ROOT, *site.getsitepackages(), env.get("PYTHONPATH", "")])
     return env
 

@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 
-from benchmarks.common import cpu_name
+from benchmarks.common import cpu_name, mpiexec_env
 from pipekrylov.model import communication_costs
 from pipekrylov.timing import PLCG, per_iteration, petsc_solver, poisson
 
@@ -150,8 +150,7 @@ def measure(ranks_list, transports, sizes, repeat=3, with_petsc=True, timeout=18
     solver at every size, with the run's blocking Allreduce time (``allreduce_us``)."""
     mpiexec = shutil.which("mpiexec")
     kind = launcher_kind(mpiexec)
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1")
+    env = mpiexec_env()
     rows = []
     for transport in transports:
         for ranks in ranks_list:
