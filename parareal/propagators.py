@@ -88,7 +88,8 @@ class ThetaMethod:
 
     theta = 1 is implicit Euler, theta = 1/2 Crank-Nicolson.  Each step is a linear solve
     by pipekrylov (CG when ``L`` is symmetric, else GMRES) on this process alone
-    (``MPI.COMM_SELF``): in Parareal each time slice owns its whole state.
+    (``MPI.COMM_SELF``): in Parareal each time slice owns its whole state.  The solver is
+    set up once (:class:`pipekrylov.Solver`, one per thread) and solves every step.
 
     Parameters
     ----------
@@ -112,24 +113,21 @@ class ThetaMethod:
         symmetric = abs(L - L.T).max() == 0
         self.method = method or ("cg" if symmetric else "gmres")
         self._implicit = (eye - self.theta * self.dt * L).tocsr()
-        # a runtime matrix per thread: it owns work buffers, and the shared-memory
-        # controller calls one propagator from several threads at once
+        # a solver per thread: it owns work buffers, and the shared-memory controller calls
+        # one propagator from several threads at once
         self._per_thread = threading.local()
         self._explicit = (eye + (1.0 - self.theta) * self.dt * L).tocsr() if theta < 1 else None
 
     def __call__(self, u, t0, t1):
-        import pipekrylov
-
-        solve = getattr(pipekrylov, self.method)
-        matrix = getattr(self._per_thread, "matrix", None)
-        if matrix is None:
+        solver = getattr(self._per_thread, "solver", None)
+        if solver is None:
+            import pipekrylov
             from mpi4py import MPI
-            matrix = self._per_thread.matrix = pipekrylov.DistributedCSR.from_scipy(
-                self._implicit, MPI.COMM_SELF)
+            solver = self._per_thread.solver = pipekrylov.Solver(self._implicit, self.method, comm=MPI.COMM_SELF)
         x = np.array(u, dtype=float).reshape(-1)
         for _ in range(step_count(t0, t1, self.dt)):
             b = x if self._explicit is None else self._explicit @ x
-            result = solve(matrix, b, x0=x, rtol=self.rtol, atol=0.0)
+            result = solver.solve(b, x0=x, rtol=self.rtol, atol=0.0)
             if result.info != 0:
                 raise RuntimeError(f"{self!r}: the linear solve failed ({result.reason})")
             x = result.x

@@ -20,6 +20,7 @@ _LAZY = {
     "bicgstab": "pipekrylov.solvers",
     "gmres": "pipekrylov.solvers",
     "SolveResult": "pipekrylov.solvers",
+    "Solver": "pipekrylov.solvers",
     "pipelined": "pipekrylov.pipelining",
     "plcg": "pipekrylov.deep",
     "plgmres": "pipekrylov.deep",

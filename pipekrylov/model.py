@@ -444,61 +444,6 @@ def loop_costs(machine, sizes, passes=3):
     return fixed, kernels
 
 
-# What the loops' communication costs a rank, from compiled code, in ``out[k]`` for each of
-# ``out.shape[0]`` repetitions.  Phase 0: (0) a nonblocking Allreduce started and waited
-# for at once (the pipelined methods' reduction, unhidden); (2) a halo exchange with the
-# ranks above and below, on the persistent requests ``halo`` (started and completed as the
-# loops' SpMV does: Open MPI's shared memory sends a blocking message of a few hundred
-# bytes inline, 0.4 us sooner than a persistent one); (3) a blocking Allreduce, as the
-# classic methods' loops reduce.  Phase 1: (1) the processor time of a nonblocking
-# Allreduce left to itself for ``hold`` seconds but for one MPI_Test halfway (as the halo's
-# MPI calls advance it in a loop): its start, the test and its completion.  The first MPI
-# error code, or 0.
-_COMMUNICATION = """
-def communication(send, recv, halo, halo_status, handles, request, flag, status, phase, hold, out):
-    count = send.shape[0]
-    for k in range(out.shape[0]):
-        t0 = MPI_Wtime()
-        e = MPI_Iallreduce(send.ctypes.data, recv.ctypes.data, count, handles[0], handles[1], handles[2],
-                           request.ctypes.data)
-        if e != 0:
-            return e
-        if phase == 0:
-            e = MPI_Wait(request.ctypes.data, status.ctypes.data)
-            out[k, 0] = MPI_Wtime() - t0
-        else:
-            t1 = MPI_Wtime()
-            while MPI_Wtime() < t1 + hold / 2:
-                pass
-            t2 = MPI_Wtime()
-            e = MPI_Test(request.ctypes.data, flag.ctypes.data, status.ctypes.data)
-            t3 = MPI_Wtime()
-            while MPI_Wtime() < t1 + hold:
-                pass
-            t4 = MPI_Wtime()
-            if e == 0:
-                e = MPI_Wait(request.ctypes.data, status.ctypes.data)
-            out[k, 1] = (t1 - t0) + (t3 - t2) + (MPI_Wtime() - t4)
-        if e != 0:
-            return e
-    for k in range(out.shape[0] if phase == 0 else 0):
-        t0 = MPI_Wtime()
-        e = MPI_Startall(halo.shape[0], halo.ctypes.data)
-        if e == 0:
-            e = MPI_Waitall(halo.shape[0], halo.ctypes.data, halo_status.ctypes.data)
-        if e != 0:
-            return e
-        out[k, 2] = MPI_Wtime() - t0
-    for k in range(out.shape[0] if phase == 0 else 0):
-        t0 = MPI_Wtime()
-        e = MPI_Allreduce(send.ctypes.data, recv.ctypes.data, count, handles[0], handles[1], handles[2])
-        if e != 0:
-            return e
-        out[k, 3] = MPI_Wtime() - t0
-    return 0
-"""
-
-
 @dataclass(frozen=True)
 class Communication:
     """What communication costs a rank, in seconds (the slowest rank's medians)."""
@@ -524,9 +469,10 @@ def communication_costs(comm, halo=64, repeat=200, hold=None):
     oversubscribed ranks wait to be scheduled, so o is then an upper bound.  ``halo``,
     ``repeat`` and ``hold`` must be the same on every rank.  Collective."""
     from mpi4py import MPI
-    from .kernels.compile import compile_for, compile_source
+    from .kernels.compile import compile_for
     from .parallel import native
     from .parallel.errors import collective_check
+    from .runtime.probe import communication
     rank, size = comm.Get_rank(), comm.Get_size()
     handles = native.handles([MPI.DOUBLE, MPI.SUM, comm])
     request, flag, status = native.handles([MPI.REQUEST_NULL]), np.zeros(1, np.int32), native.status_buffer()
@@ -545,8 +491,7 @@ def communication_costs(comm, halo=64, repeat=200, hold=None):
                 persistent += [comm.Recv_init(np.zeros(halo), other, tag=78),
                                comm.Send_init(np.ones(halo), other, tag=78)]
             halo_requests, halo_status = native.handles(persistent), native.status_buffer(len(persistent))
-            kernel = compile_for(compile_source(native.PRELUDE + _COMMUNICATION, "communication", None),
-                                 arguments(0, 0.0))
+            kernel = compile_for(communication, arguments(0, 0.0))
 
         def run(phase, seconds):
             comm.Barrier()

@@ -1,24 +1,49 @@
-"""Preconditioners on the distributed runtime: Jacobi and block Jacobi with ILU(0)/IC(0).
+"""Preconditioners: Jacobi, block Jacobi with ILU(0)/IC(0), and a user's operator.
 
-A preconditioner has ``apply(r, z)`` (z = M^{-1} r on the local slices, no
+A preconditioner applies ``z = M^{-1} r`` on this rank's slice (``apply(r, z)``, no
 communication) and is set up collectively: a failure on any rank (a zero diagonal, a
 zero pivot) raises :class:`PreconditionerFailure` on every rank, which the solvers turn
 into ``info < 0`` with reason ``diverged_pc_failed``.
+
+Each kind also gives a compiled loop its *operands* (:meth:`Preconditioner.operands`: a
+namedtuple of its arrays) and registers their compiled apply with the runtime
+(:func:`pipekrylov.runtime.operators.register`): a new preconditioner is one class here.
+One whose apply only Python can run (a user's operator) gives operands that only the
+interpreted loop applies.
 """
 import time
+from collections import namedtuple
 
 import numpy as np
 
-from .kernels import fused_kernel
+from .kernels.compile import hot
 from .kernels.triangular import ilu0_factor, ilu0_solve
 from .matrix.distributed import CSRBlock
 from .parallel import RowPartition, raise_on_any
+from .runtime.layout import FLAG, POKE_ROWS, RANKS
+from .runtime.operators import register
+from .runtime.reduce import poke
 
-__all__ = ["Preconditioner", "Jacobi", "BlockJacobi", "PreconditionerFailure", "make_preconditioner"]
+__all__ = ["Preconditioner", "Jacobi", "BlockJacobi", "PreconditionerFailure", "make_preconditioner",
+           "Identity", "PythonOperands"]
 
 
 class PreconditionerFailure(ArithmeticError):
     """The preconditioner could not be built (zero pivot, zero diagonal)."""
+
+
+PythonOperands = namedtuple("PythonOperands", "apply failures")
+"""An operator only Python applies: ``apply(x, y)``; ``failures`` collects what it raised
+on this rank (the solve raises it on every rank at its next reduction)."""
+
+
+def _python_apply(P, x, y, R, slot, I, F):
+    try:
+        P.apply(x, y)
+    except Exception as exc:  # noqa: BLE001 - raised on every rank at the next reduction
+        y[:] = x
+        P.failures.append(exc)
+        F[FLAG] = 1.0
 
 
 class Preconditioner:
@@ -27,6 +52,7 @@ class Preconditioner:
 
     time = 0.0
     count = 0
+    name = "user"
 
     def __call__(self, r, z):
         t0 = time.perf_counter()
@@ -34,6 +60,26 @@ class Preconditioner:
         self.time += time.perf_counter() - t0
         self.count += 1
         return z
+
+    def operands(self, failures):
+        """The loop's operands: this kind's compiled ones where its ``apply`` is the
+        class's own, else Python's (``failures`` collects what ``apply`` raises)."""
+        return PythonOperands(self.apply, failures)
+
+    def _own_apply(self, cls):
+        return type(self).apply is cls.apply
+
+
+class Identity(Preconditioner):
+    """No preconditioner: z = r."""
+
+    name = "none"
+
+    def apply(self, r, z):
+        z[:] = r
+
+    def operands(self, failures):
+        return IdentityOperands(0) if self._own_apply(Identity) else super().operands(failures)
 
 
 class Jacobi(Preconditioner):
@@ -49,10 +95,12 @@ class Jacobi(Preconditioner):
             error = PreconditionerFailure(f"Jacobi: zero diagonal in row {A.partition.start + zero[0]}")
         raise_on_any(A.comm, error)
         self.inverse_diagonal = 1.0 / d
-        self._kernel = fused_kernel(["z = dinv*r"])
 
     def apply(self, r, z):
-        self._kernel({"z": z, "r": r, "dinv": self.inverse_diagonal})
+        np.multiply(self.inverse_diagonal, r, out=z)
+
+    def operands(self, failures):
+        return JacobiOperands(self.inverse_diagonal) if self._own_apply(Jacobi) else super().operands(failures)
 
 
 class BlockJacobi(Preconditioner):
@@ -88,17 +136,61 @@ class BlockJacobi(Preconditioner):
         b = self.block
         ilu0_solve(b.indptr, b.indices, b.data, self.diag, r, z)
 
+    def operands(self, failures):
+        if not self._own_apply(BlockJacobi):
+            return super().operands(failures)
+        b = self.block
+        return BlockJacobiOperands(b.indptr, b.indices, b.data, self.diag)
+
 
 class _Operator(Preconditioner):
     """A user's M, applied to this rank's slice: ``z = apply(r)``."""
-
-    name = "user"
 
     def __init__(self, apply):
         self.apply_local = apply
 
     def apply(self, r, z):
         z[:] = self.apply_local(r)
+
+
+# ---------------------------------------------------------------- the compiled applies
+IdentityOperands = namedtuple("IdentityOperands", "unused")
+JacobiOperands = namedtuple("JacobiOperands", "inverse_diagonal")
+BlockJacobiOperands = namedtuple("BlockJacobiOperands", "indptr indices data diag")
+
+
+@hot
+def _identity(P, r, z, R, slot, I, F):
+    for i in range(r.shape[0]):
+        z[i] = r[i]
+
+
+@hot
+def _jacobi(P, r, z, R, slot, I, F):
+    # chunks of I[POKE_ROWS] rows, poking the reduction in flight between two; slices
+    # indexed from 0, so that the loop has no negative-index test and vectorizes
+    n = r.shape[0]
+    step = I[POKE_ROWS] if slot >= 0 and I[RANKS] > 1 else n
+    first = 0
+    while first < n:
+        last = min(n, first + step)
+        zc, rc, dc = z[first:last], r[first:last], P.inverse_diagonal[first:last]
+        for q in range(last - first):
+            zc[q] = dc[q] * rc[q]
+        if last < n:
+            poke(R, slot, I)
+        first = last
+
+
+@hot
+def _block_jacobi(P, r, z, R, slot, I, F):
+    ilu0_solve(P.indptr, P.indices, P.data, P.diag, r, z)
+
+
+register(IdentityOperands, _identity)
+register(JacobiOperands, _jacobi)
+register(BlockJacobiOperands, _block_jacobi)
+register(PythonOperands, None, _python_apply)
 
 
 def make_preconditioner(M, A):

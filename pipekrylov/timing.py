@@ -100,3 +100,116 @@ def per_iteration(comm, funcs, n1, n2, repeat=3, budget=1.0):
         # iterations differ, as p(l)-CG's first 2l): no figure
         out[name] = None if short or per <= 0 else (per, float(np.median(pairs[:, 0])) - n1 * per)
     return out
+
+
+# ---------------------------------------------------------------- whole solves
+# The solvers of a time-stepping run as users call them, default arguments: through a
+# Solver set up once, through the functions, and PETSc's on a KSP set up once.
+STEPPERS = ("cg", "p-cg", "p(2)-cg")
+PETSC_STEPPERS = {"cg": "cg", "p-cg": "pipecg", "p(2)-cg": "pipelcg"}
+
+
+def heat(comm, total, c):
+    """Backward Euler for the heat equation on a 2D grid of ``total`` unknowns: the
+    matrix ``I + c L`` (``L`` the 5-point Laplacian's stencil, ``c = dt / h^2``) and the
+    first state, a smooth bump."""
+    import scipy.sparse as sp
+    from .matrix import DistributedCSR, poisson2d
+    L = poisson2d(comm, *grid(total))
+    p = L.partition
+    rows = (sp.identity(p.n, format="csr")[p.start:p.end] + c * L.to_scipy()).tocsr()
+    A = DistributedCSR.from_local_rows(p, rows.indptr, rows.indices, rows.data, p.n)
+    nx, ny = grid(total)
+    i = np.arange(p.start, p.end)
+    u0 = np.sin(np.pi * (i % nx + 1) / (nx + 1)) * np.sin(np.pi * (i // nx + 1) / (ny + 1))
+    return A, u0
+
+
+def calibrate_dt(comm, total, iterations, M="jacobi", rtol=1e-8):
+    """``c = dt / h^2`` for which a backward Euler step from the first state takes about
+    ``iterations`` iterations of CG (bisection on log c).  Collective."""
+    import pipekrylov as pk
+    lo, hi = 1e-3, 1e4
+    for _ in range(24):
+        c = np.sqrt(lo * hi)
+        A, u0 = heat(comm, total, c)
+        its = pk.Solver(A, "cg", M=M).solve(u0, u0, rtol=rtol).iterations
+        if its == iterations:
+            break
+        lo, hi = (c, hi) if its < iterations else (lo, c)
+    return c
+
+
+def steppers(A, M, latency=0.0, rtol=1e-8):
+    """``{name: step(u) -> (new u, iterations)}``: our solvers through a Solver and through
+    the functions.  Collective (the Solvers' set-up)."""
+    import pipekrylov as pk
+    out = {}
+    pcg, plcg = pk.pipelined("cg"), pk.pipelined("cg", depth=2)
+    functions = {"cg": pk.cg, "p-cg": pcg, "p(2)-cg": plcg}
+    for name in STEPPERS:
+        solver = pk.Solver(A, name, M=M, latency=latency)
+        out[f"{name} Solver"] = (lambda s: lambda u: _step(s.solve(u, u, rtol=rtol)))(solver)
+        out[f"{name} function"] = (lambda f: lambda u: _step(f(A, u, u, rtol=rtol, M=M, latency=latency)))(
+            functions[name])
+    return out
+
+
+def _step(result):
+    if result.info != 0:
+        raise RuntimeError(f"a time step did not converge: {result.message}")
+    return result.x, result.iterations
+
+
+def petsc_steppers(A, M, rtol=1e-8):
+    """PETSc's cg, pipecg and pipelcg (depth 2, its default lmin = lmax = 0) on a KSP set up
+    once, each step ``VecCopy(x, b); KSPSolve(ksp, b, x)``: the time-stepping loop a PETSc
+    user writes.  Our solvers' norms: the unpreconditioned for cg and pipecg, the natural
+    for pipelcg (its only).  M: ``"jacobi"`` or ``"ic0"`` (block Jacobi, ICC(0) per rank)."""
+    from petsc4py import PETSc
+    from .petsc import aij, make_ksp
+    mat = aij(A)
+    pc, options = ("jacobi", []) if M == "jacobi" else ("bjacobi", [("sub_pc_type", "icc")])
+    out = {}
+    for name, kind in PETSC_STEPPERS.items():
+        extra = [("ksp_pipelcg_pipel", 2)] if kind == "pipelcg" else []
+        ksp = make_ksp(mat, kind, pc, rtol=rtol, max_it=100000, unpreconditioned=kind != "pipelcg",
+                       options=options + extra)
+        ksp.setInitialGuessNonzero(True)
+        x, b = mat.createVecs()
+
+        def step(u, ksp=ksp, x=x, b=b):
+            if u is not None:   # the first step: the state given
+                x.array[:] = u
+            x.copy(b)
+            ksp.solve(b, x)
+            if ksp.getConvergedReason() <= 0:
+                raise RuntimeError(f"a PETSc {ksp.getType()} step did not converge")
+            return None, ksp.getIterationNumber()
+        out[f"PETSc {kind}"] = step
+    return out
+
+
+def time_steps(comm, stepper, u0, steps, repeat=3):
+    """``(seconds per step, iterations per step)``: ``steps`` steps from ``u0`` (the slowest
+    rank's time), the best of ``repeat`` runs (each from ``u0``), compilation excluded (a
+    run first).  Collective."""
+    from mpi4py import MPI
+    best, its = np.inf, 0
+    for k in range(repeat + 1):
+        gc.collect()
+        gc.disable()
+        try:
+            comm.Barrier()
+            t0 = time.perf_counter()
+            u, total = u0, 0
+            for _ in range(steps):
+                new, n = stepper(u)
+                u = new if new is not None else None
+                total += n
+            t = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        finally:
+            gc.enable()
+        if k:   # the first run warms (compiles, loads the caches)
+            best, its = min(best, t), total
+    return best / steps, its / steps

@@ -10,7 +10,6 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 import pipekrylov as pk
-from pipekrylov.derive.compiled import unsupported
 from pipekrylov.parallel import native
 from pipekrylov.precond import Jacobi
 from helpers import NONSYMMETRIC, SPD, problem
@@ -258,32 +257,36 @@ def test_loop_choice():
 
 
 def test_a_loop_numba_cannot_type_falls_back_under_auto(monkeypatch):
-    """A loop Numba rejects: "auto" runs the Python loop (the same result), "compiled" says why."""
-    from pipekrylov.derive import compiled
+    """A loop Numba rejects: "auto" runs it interpreted (the same result), "compiled" says why."""
+    import numba
+    from pipekrylov.solvers import solver as module
     A, _ = problem(COMM, "poisson2d")
     b = rhs(A)
     solver = pk.pipelined("cg")
     expected = solver(A, b, M="jacobi", loop="python")
 
-    def kernel(self, args, key, speak):
-        raise compiled.LoopCompileError("the compiled loop does not compile (typing failed)")
-    monkeypatch.setattr(compiled.CompiledSolver, "kernel", kernel)
+    def compile_for(kernel, args):
+        raise numba.core.errors.TypingError("typing failed")
+    monkeypatch.setattr("pipekrylov.kernels.compile.compile_for", compile_for)
+    A, _ = problem(COMM, "poisson2d")   # a new matrix: no solver kept for it
     result = solver(A, b, M="jacobi")
     assert result.loop == "python" and np.array_equal(result.residual_norms, expected.residual_norms)
-    with pytest.raises(compiled.LoopCompileError, match="does not compile"):
+    with pytest.raises(module.LoopCompileError, match="does not compile"):
         solver(A, b, M="jacobi", loop="compiled")
 
 
-def test_unsupported_says_why():
-    A, _ = problem(MPI.COMM_SELF, "poisson2d")
-
-    class Run:
-        pass
-    run = Run()
-    run.A, run.M = A, None
-    assert unsupported(run) is None
-    run.M = object()
-    assert "user operator" in unsupported(run)
+def test_a_user_operator_runs_interpreted_and_says_why_it_cannot_compile():
+    A, S = problem(MPI.COMM_SELF, "poisson2d")
+    b = np.ones(A.partition.nlocal)
+    assert pk.Solver(A, "cg", M="jacobi").loop == "compiled"
+    assert pk.Solver(A, "cg", M=lambda r: r).loop == "python"
+    with pytest.raises(ValueError, match="user operator"):
+        pk.Solver(A, "cg", M=lambda r: r, loop="compiled")
+    operator = sp.linalg.aslinearoperator(S)
+    with pytest.raises(ValueError, match="cannot run"):
+        pk.Solver(A, "cg", M=operator, loop="compiled")
+    x = pk.Solver(A, "cg", M=lambda r: 0.25 * r).solve(b, rtol=1e-10).x
+    np.testing.assert_allclose(S @ x, b, atol=1e-8)
 
 
 def test_mpi_binding_matches_the_abi():
@@ -303,9 +306,14 @@ def test_mpi_binding_matches_the_abi():
 
 
 def test_generated_loop_prints():
-    text = pk.pipelined("cg").compiled_source()
-    assert "def loop(" in text and "MPI_Iallreduce" in text and "# MPI ABI:" in text
-    assert "s_alpha = s_gamma / (s_delta - s_beta * s_gamma / s_alpha_old)" in text
+    """The derived loop is a Python function printed from its syntax tree, with the
+    method's names and named fields, on the runtime (no MPI call of its own)."""
+    text = pk.pipelined("cg").loop_source
+    assert "def p_cg(W, x, b, S, I, F, hist, trace, A, P, R):" in text
+    assert "alpha = gamma / (delta - beta * gamma / alpha_old)" in text
+    assert "I[ITERATION]" in text and "S[ALPHA]" in text and "start(R, 0," in text and "wait(R, 0," in text
+    assert "MPI_" not in text
+    compile(text, "p_cg", "exec")
 
 
 @pytest.mark.mpi
@@ -364,11 +372,7 @@ def test_small_buffers_flush_alike(name, matrix, buffered, monkeypatch):
     """Buffers of a few iterations: the loops hand back their residual norms and trace
     every few iterations (BiCGStab's half step records a second norm in an iteration,
     which must fit too), with the same results as the Python loop."""
-    import pipekrylov.deep.compiled
-    import pipekrylov.derive.compiled
-    import pipekrylov.solvers.compiled
-    for module in (pipekrylov.solvers.compiled, pipekrylov.derive.compiled, pipekrylov.deep.compiled):
-        monkeypatch.setattr(module, "BUFFERED", buffered)
+    monkeypatch.setattr("pipekrylov.solvers.solver.BUFFERED", buffered)
     A, _ = problem(COMM, matrix)
     c, p = both(name, A, rhs(A), rtol=1e-8, maxiter=300, M="jacobi")
     assert_same(c, p)
@@ -381,11 +385,10 @@ def test_small_buffers_flush_alike(name, matrix, buffered, monkeypatch):
 def test_bicgstab_half_step_exit_fits_a_full_buffer(buffered, monkeypatch):
     """Convection-diffusion 6 x 6 at rtol 1e-10 converges at BiCGStab's half step (in its
     20th iteration): that iteration records two norms, whichever buffer size."""
-    import pipekrylov.solvers.compiled
-    monkeypatch.setattr(pipekrylov.solvers.compiled, "BUFFERED", buffered)
+    monkeypatch.setattr("pipekrylov.solvers.solver.BUFFERED", buffered)
     A = pk.convection_diffusion2d(COMM, 6)
     b = A.matvec(np.ones(A.partition.nlocal))
     c, p = both("classic-bicgstab", A, b, rtol=1e-10)
     assert_same(c, p)
-    assert c.reductions.count == 1 + 3 * c.iterations   # no test at the top after the half step
+    assert c.reductions.count == 3 * c.iterations   # no test at the top after the half step; ||b|| in the first
     assert len(c.residual_norms) == c.iterations + 1

@@ -193,8 +193,8 @@ def test_cg_trace_shows_two_blocking_reductions_per_iteration(comm):
     events = res.reductions.events
     waits = [e for e in events if e.kind == "wait"]
     starts = [e for e in events if e.kind == "start"]
-    # ||b||, then (r,r) at each check and (p,Ap) at each of the iterations
-    assert len(starts) == len(waits) == 1 + (res.iterations + 1) + res.iterations
+    # (r,r) at each check (the first carries (b,b) too) and (p,Ap) at each of the iterations
+    assert len(starts) == len(waits) == (res.iterations + 1) + res.iterations
     by_id = {e.id: e for e in starts}
     for w in waits:  # each wait completes no earlier than its start + latency: it blocked
         assert w.end - by_id[w.id].start >= latency

@@ -23,7 +23,7 @@ import numpy as np
 import scipy.linalg as la
 
 from ..solvers.common import Breakdown, SolverRun
-from ..solvers.gmres import rotate_column
+from ..loops.gmres import _rotate_column
 from .basis import BandedColumns, BasisBreakdown, complete_column
 from .pipeline import Pipeline, VectorPool
 from .spectrum import resolve_shifts
@@ -130,7 +130,9 @@ def _cycle(run, l, m, sigma, pipe, report_initial):
             pool.give(w)
             pipe.start(it + 1, np.concatenate([V[:c + 1] @ Z[it + 1], Z[c + 1:it + 2] @ Z[it + 1]]))
         R[:k + 2, k] = H[:k + 2, k]                     # H itself stays unrotated for B
-        estimate = rotate_column(R, g, cs, sn, k)
+        estimate = _rotate_column(R, g, cs, sn, k)
+        if estimate < 0:
+            raise Breakdown("diverged_breakdown", "GMRES: zero column in the Hessenberg matrix")
         done = k + 1
         run.iterations += 1
         happy = not abs(H[k + 1, k]) > 1e-14 * abs(R[k, k])

@@ -17,7 +17,7 @@ iterations on 2D Poisson.)
 import numpy as np
 import scipy.linalg as la
 
-__all__ = ["chebyshev_shifts", "resolve_shifts", "estimate_spectrum", "interval_from_ritz",
+__all__ = ["chebyshev_shifts", "resolve_shifts", "estimate_spectrum", "interval_from_ritz", "ritz_bound",
            "krylov_basis", "KrylovBasis"]
 
 def chebyshev_shifts(depth, lmin, lmax):
@@ -165,3 +165,12 @@ def _largest_ritz_bound(H, symmetric):
     i = int(np.argmax(np.real(ritz)))
     s = vectors[:, i] / np.linalg.norm(vectors[:, i])
     return ritz, float(abs(H[k, k - 1] * s[-1]))
+
+
+def ritz_bound(diagonal, offdiagonal):
+    """The Ritz values of the ``k x k`` symmetric tridiagonal ``T`` with ``diagonal`` and
+    the first ``k - 1`` entries of ``offdiagonal`` (whose ``k``-th is ``T_(k+1,k)``), and the
+    residual bound ``T_(k+1,k) |s_k|`` of the largest: Lanczos's, from its coefficients."""
+    k = len(diagonal)
+    ritz, vectors = la.eigh_tridiagonal(diagonal, offdiagonal[:k - 1])
+    return ritz, float(abs(offdiagonal[k - 1] * vectors[-1, -1]))

@@ -8,13 +8,12 @@
 A derivation is a chain of pure passes, each from one form (:mod:`.forms`) to the next:
 :mod:`.versions` -> :mod:`.auxiliaries` -> :mod:`.reductions` -> :mod:`.scheduling` ->
 :mod:`.replacement`; every form prints readably.  :mod:`.codegen` turns the schedule into
-kernels and source, which :mod:`.pyloop` runs in Python and :mod:`.compiled` as one
-compiled loop.  A derivation is accepted only after the
+its fused kernels, :mod:`.loopgen` into its loop (one function, printed from a syntax
+tree), which :mod:`.solver` runs, compiled or interpreted.  A derivation is accepted only after the
 derived solver reproduces the base method's residual history on a small random problem
 (:func:`verify`).
 """
 import functools
-import hashlib
 
 import numpy as np
 
@@ -26,7 +25,8 @@ from .reductions import fuse_reductions
 from .replacement import residual_replacement
 from .scheduling import schedule
 
-__all__ = ["Method", "BASE_METHODS", "derive", "pipelined", "loop", "verify", "check_depth", "DerivationError",
+__all__ = ["Method", "BASE_METHODS", "derive", "pipelined", "loop_spec", "derived_spec", "verify", "check_depth",
+           "DerivationError",
            "NoPipelinedForm"]
 
 
@@ -69,28 +69,16 @@ def derive(method, depth=1, replace_every=None, replace_automatic=False):
 
 @functools.lru_cache(maxsize=None)
 def _generated(sched):
-    """The Python loop of a schedule's generated code, once per schedule."""
+    """The generated code of a schedule (its fused kernels and scalar steps), once."""
     from .codegen import generate
-    from .pyloop import PythonLoop
-    return PythonLoop(generate(sched))
+    return generate(sched)
 
 
-@functools.lru_cache(maxsize=None)
-def _compiled(sched):
-    """(the compiled loop's driver, None), or (None, the exception of a method the loop
-    generator cannot take), once per schedule."""
-    from .compiled import CompiledSolver
-    try:
-        return CompiledSolver(_generated(sched)), None
-    except Exception as exc:  # noqa: BLE001 - a user's Method the generator cannot take
-        return None, exc
-
-
-def _compiled_source(sched):
-    compiled, error = _compiled(sched)
-    if error is not None:
-        raise error
-    return compiled.source
+def _loop(sched):
+    """The loop of a schedule (generated and imported once per process; compiled at its
+    first solve)."""
+    from .solver import derived_loop
+    return derived_loop(_generated(sched))
 
 
 def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, check=True):
@@ -100,69 +88,48 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, c
 
     ``solver(A, b, x0=None, *, rtol, atol, maxiter, M, callback, comm, monitor, latency,
     loop)`` returns a SolveResult (unpacks to ``(x, info)``); ``solver.schedule`` is the
-    derived algorithm and ``solver.source`` the generated code.  With ``check`` the
-    derivation is verified first (:func:`verify`).
+    derived algorithm, ``solver.source`` its kernels and ``solver.loop_source`` its loop.
+    With ``check`` the derivation is verified first (:func:`verify`).
+    ``solver.spec`` is what :class:`pipekrylov.Solver` takes for many solves.
 
-    ``loop``: ``"compiled"`` runs the whole iteration as one compiled function
-    (:mod:`.compiled`; A a DistributedCSR or a matrix, M None, "jacobi", "ilu0", "ic0", "bjacobi"),
-    ``"python"`` the generated Python loop; ``"auto"`` (default) the compiled loop
-    where it applies.  Both give the same residual norms, bit for bit; ``result.loop``
-    says which ran.
+    ``loop``: ``"compiled"`` runs the whole iteration as one compiled function (A a
+    DistributedCSR or a matrix, M None, "jacobi", "ilu0", "ic0", "bjacobi"), ``"python"``
+    the same function interpreted; ``"auto"`` (default) the compiled loop where it
+    applies.  Both give the same residual norms, bit for bit; ``result.loop`` says which ran.
     """
     check_depth(depth)
     method = _method(method)
     sched = derive(method, depth, replace_every, replace_automatic)
-    generated = _generated(sched)
     if check:
         verify(method, depth)
-    digest = "source sha256 " + hashlib.sha256(generated.code.source.encode()).hexdigest()[:16]
+    spec = _loop(sched)
 
     def solver(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
                comm=None, monitor=False, latency=0.0, loop="auto"):
-        from ..solvers.common import SolverRun
-        from ..solvers.compiled import check_loop, run_on_loop
-        check_loop(loop)
-        # each rank derives on its own: the digest of the generated source is compared
-        # with the arguments, so that the ranks run the same algorithm
-        run = SolverRun(f"p-{method.name}", A, b, x0, rtol, atol, maxiter, M, callback, comm,
-                        monitor, latency, loop=loop, derivation=digest)
-        compiled, error = _compiled(sched) if loop != "python" else (None, None)   # alike on every rank
-        if error is not None and loop == "compiled":
-            raise error
-        return run_on_loop(run, generated, compiled, loop, why=error and str(error))
+        from ..solvers.solver import solve_once
+        return solve_once(spec, A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
+                          comm=comm, monitor=monitor, latency=latency, loop=loop)
 
     solver.__name__ = f"p_{method.name}"
     solver.__doc__ = (f"Pipelined {method.title}, derived by pipekrylov.derive.\n\n"
                       "Arguments and result as pipekrylov.cg.\n\n" + str(sched))
     solver.schedule = sched
-    solver.source = generated.code.source
+    solver.source = _generated(sched).source
+    solver.loop_source = spec.source
     solver.method = method
-    solver.compiled_source = lambda: _compiled_source(sched)
+    solver.spec = spec
     return solver
 
 
-def loop(method, replace_automatic=False, loop="auto"):
-    """The verified loop of a depth-1 method, ``run_loop(run, state=None) -> (x,
-    iterations, reason)`` on a :class:`~pipekrylov.solvers.common.SolverRun` (which a
-    deep solver hands over to, with ``state`` a warm start): the compiled loop where
-    ``loop`` and the solve allow (as :func:`pipelined`), else the Python loop."""
-    from ..solvers.compiled import LoopCompileError, check_loop, loop_choice
-    check_loop(loop)
+def loop_spec(method, replace_every=None, replace_automatic=False):
+    """The verified loop of a depth-1 method (a :class:`~pipekrylov.loops.LoopSpec`, what
+    :class:`pipekrylov.Solver` runs)."""
     method = _method(method)
     verify(method)
-    sched = derive(method, 1, None, replace_automatic)
-    python = _generated(sched)
-    compiled, error = _compiled(sched) if loop != "python" else (None, None)
+    return _loop(derive(method, 1, replace_every, replace_automatic))
 
-    def run_loop(run, state=None):
-        if loop_choice(run, loop, error and str(error)) == "compiled":
-            try:
-                return compiled(run, state)
-            except LoopCompileError:   # before any collective, on every rank alike
-                if loop == "compiled":
-                    raise
-        return python(run, state)
-    return run_loop
+
+derived_spec = loop_spec
 
 
 def check_depth(depth):
@@ -192,11 +159,9 @@ def verify(method, depth=1, n=40, iterations=12, tolerance=1e-8):
     b = rng.standard_normal(n)
     dinv = 1.0 / A.diagonal()
     base = run_base(method, A, b, M=lambda v: dinv * v, iterations=iterations)
-    plain = derive(method, depth, None, False)
-    result = _generated(plain)
-    from ..solvers.common import SolverRun
-    run = SolverRun("verify", A, b, None, 0.0, 0.0, iterations, "jacobi", None, MPI.COMM_SELF)
-    derived = np.array(run.run(result).residual_norms)
+    from ..solvers.solver import Solver
+    solver = Solver(A, _loop(derive(method, depth, None, False)), M="jacobi", comm=MPI.COMM_SELF, loop="python")
+    derived = np.array(solver.solve(b, rtol=0.0, atol=0.0, maxiter=iterations).residual_norms)
     # compare while the residual is well above rounding: near eps the two round differently
     k = min(len(base), len(derived), int(np.argmax(np.r_[base, 0] < 1e-6 * base[0])))
     error = np.max(np.abs(derived[:k] - base[:k]) / base[:k])

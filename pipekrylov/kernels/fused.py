@@ -32,7 +32,7 @@ _KERNELS_LOCK = threading.Lock()
 class FusedKernel:
     """A compiled fused loop; call it with ``(vectors, scalars)``, get the local dots."""
 
-    def __init__(self, statements, dots, scalars):
+    def __init__(self, statements, dots, scalars, exact=False):
         self.statements = tuple(statements)
         self.dots = tuple(dots)
         self.scalars = tuple(scalars)
@@ -42,7 +42,9 @@ class FusedKernel:
         self.source = _emit(parsed, self.dots, self.vectors, self.scalars)
         nvec = len(self.vectors)
         signature = "void(" + ", ".join(["float64[::1]"] * nvec + ["float64[::1]", "float64[::1]"]) + ")"
-        self._compiled = compile_source(self.source, "fused", [signature])
+        # exact: IEEE arithmetic, no fused multiply-adds (the results numpy's expressions give)
+        self._compiled = compile_source(self.source, "fused", [signature], refcount=False,
+                                        **({"fastmath": False} if exact else {}))
 
     def __call__(self, vectors, scalars=None):
         # fresh small arrays per call: one kernel object serves every thread at once
@@ -50,6 +52,12 @@ class FusedKernel:
         out = np.zeros(max(1, len(self.dots)))
         self._compiled(*[vectors[v] for v in self.vectors], coef, out)
         return out[:len(self.dots)]
+
+    @property
+    def function(self):
+        """The compiled kernel itself: ``function(*vectors, coef, out)``, its vectors by
+        position (in :attr:`vectors`' order) or by name; what a loop calls."""
+        return self._compiled
 
     @property
     def module(self):
@@ -61,16 +69,17 @@ class FusedKernel:
         return f"FusedKernel({list(self.statements)!r}, dots={list(self.dots)!r})"
 
 
-def fused_kernel(statements, dots=(), scalars=()):
-    """The (cached) :class:`FusedKernel` for these statements and dots."""
-    key = (tuple(statements), tuple(dots), tuple(scalars))
+def fused_kernel(statements, dots=(), scalars=(), exact=False):
+    """The (cached) :class:`FusedKernel` for these statements and dots; ``exact``: without
+    the fast-math contractions (each operation rounded as numpy rounds it)."""
+    key = (tuple(statements), tuple(dots), tuple(scalars), bool(exact))
     with _KERNELS_LOCK:
         if key not in _KERNELS:
             _KERNELS[key] = FusedKernel(*key)
         return _KERNELS[key]
 
 
-@jit(["float64(float64[::1], float64[::1])"], fastmath=False)
+@jit(["float64(float64[::1], float64[::1])"], fastmath=False, refcount=False)
 def dot(a, b):
     """The local dot product, summed in index order.  The compiled and the Python loop of
     a derived method start with it: in order, its sum does not depend on where the code

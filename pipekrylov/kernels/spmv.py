@@ -44,7 +44,7 @@ __all__ = ["csr_matvec", "csr_matvec_add_rows", "csr_matvec_rows", "gather", "IN
 _CSRS = ["uint32[::1], uint32[::1], float64[::1]", "uint64[::1], uint32[::1], float64[::1]"]
 
 
-@jit([f"void(int64, int64, {c}, float64[::1], float64[::1])" for c in _CSRS], fastmath=False)
+@jit([f"void(int64, int64, {c}, float64[::1], float64[::1])" for c in _CSRS], fastmath=False, refcount=False)
 def csr_matvec_rows(first, last, indptr, indices, data, x, y):
     """y[first:last] = A[first:last] x."""
     for i in range(first, last):
@@ -66,7 +66,7 @@ def csr_matvec(indptr, indices, data, x, y):
     csr_matvec_rows(0, y.shape[0], indptr, indices, data, x, y)
 
 
-@jit([f"void(int64[::1], {c}, float64[::1], float64[::1])" for c in _CSRS], fastmath=False)
+@jit([f"void(int64[::1], {c}, float64[::1], float64[::1])" for c in _CSRS], fastmath=False, refcount=False)
 def csr_matvec_add_rows(rows, indptr, indices, data, x, y):
     """y[rows[i]] += (B x)[i] for a CSR block B holding only the listed rows."""
     for i in range(rows.shape[0]):
@@ -78,7 +78,7 @@ def csr_matvec_add_rows(rows, indptr, indices, data, x, y):
         y[rows[i]] += s
 
 
-@jit(["void(float64[::1], int64[::1], float64[::1])"], fastmath=False)
+@jit(["void(float64[::1], int64[::1], float64[::1])"], fastmath=False, refcount=False)
 def gather(x, index, out):
     """out = x[index] (packing a halo send buffer without a temporary)."""
     for i in range(index.shape[0]):
@@ -294,4 +294,4 @@ def runs_kernel():
     runs = "int64[::1], int64[::1], uint8[::1], int64[::1], int64[::1], float64[:, ::1]"
     return compile_source(runs_source(), "runs",
                           [f"void(int64, int64, {runs}, {c}, float64[::1], float64[::1])"
-                           for c in _CSRS], fastmath=False, noalias=True)
+                           for c in _CSRS], fastmath=False, noalias=True, refcount=False)

@@ -37,7 +37,7 @@ def ilu0_factor(indptr, indices, data, diag, positive):
 
 
 @jit(["void(int64[::1], uint32[::1], float64[::1], int64[::1], float64[::1], float64[::1])"],
-     fastmath=False)
+     fastmath=False, refcount=False)
 def ilu0_solve(indptr, indices, data, diag, r, z):
     """z = (L U)^{-1} r."""
     n = r.shape[0]

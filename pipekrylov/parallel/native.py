@@ -1,7 +1,7 @@
 """MPI for compiled code: the few MPI calls the compiled solver loop makes from Numba.
 
-The compiled loop (:mod:`pipekrylov.derive.compiled`) runs whole solves without
-returning to Python, so it calls MPI itself: ``MPI_Iallreduce``, ``MPI_Test`` and
+The compiled loops (:mod:`pipekrylov.loops`, on :mod:`pipekrylov.runtime`) run whole
+solves without returning to Python, so they call MPI themselves: ``MPI_Iallreduce``, ``MPI_Test`` and
 ``MPI_Wait`` for the fused reduction (``MPI_Allreduce`` for a classic method's blocking
 one), ``MPI_Startall`` and ``MPI_Waitall`` on the halo exchange's persistent requests, and
 ``MPI_Wtime`` for the trace and the injected latency.
@@ -12,7 +12,8 @@ Why our own binding rather than numba-mpi: numba-mpi binds only ``COMM_WORLD`` a
 has neither ``MPI_Iallreduce`` nor persistent requests, and it calls through ctypes
 function pointers, which Numba will not cache.  Here each function is declared as an
 external symbol (``numba.types.ExternalFunction``) that LLVM resolves in the library
-when the code is loaded, so the compiled loop is cached on disk like every kernel.
+when the code is loaded, so the compiled loops are cached on disk like every kernel (the
+handles' type, part of their signatures, keeps one ABI's code from another's).
 
 The ABIs differ in the type of a handle: Open MPI's (and the MPI 5 standard ABI's)
 are pointers, MPICH's are 32-bit integers.  :data:`HANDLE` is the dtype of this
@@ -20,10 +21,6 @@ library's handles (from mpi4py's ``MPI._sizeof``); handles travel into compiled 
 in arrays of that dtype and the external functions are declared with it.  Statuses
 are written to scratch buffers (``MPI_STATUS_IGNORE`` is 0 in one ABI, 1 in the
 other); ``MPI_IN_PLACE`` is never used, for the same reason.
-
-:data:`PRELUDE` is the source text every generated module that calls MPI starts with:
-it imports the declarations and names the ABI, so that code generated for one MPI is
-never loaded from the cache under another.
 """
 import ctypes
 import functools
@@ -32,7 +29,7 @@ import re
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["HANDLE", "PRELUDE", "handles", "library", "declarations", "status_buffer"]
+__all__ = ["HANDLE", "handles", "library", "declarations", "status_buffer"]
 
 HANDLE = np.dtype(np.int64 if MPI._sizeof(MPI.Comm) == 8 else np.int32)
 """The dtype of an MPI handle in this MPI's ABI."""
@@ -94,13 +91,3 @@ def declarations():
         "MPI_Waitall": declare("MPI_Waitall", i32(i32, ptr, ptr)),      # (count, requests*, statuses*)
         "MPI_Wtime": declare("MPI_Wtime", types.float64()),
     }
-
-
-def _abi_name():
-    version = "".join(c for c in MPI.Get_library_version().split("\n")[0] if c.isprintable()).strip()
-    return f"{HANDLE.name} handles; {version}"
-
-
-PRELUDE = (f"# MPI ABI: {_abi_name()}\n"
-           "from pipekrylov.parallel.native import declarations as _declarations\n"
-           "globals().update(_declarations())\n")

@@ -173,15 +173,11 @@ class Binding:
 
     def matches(self, ksp):
         """Are the KSP's matrices (and their values) and PC type what this binding was built
-        from?  Collective: the ranks agree, since building a binding is collective."""
-        from mpi4py import MPI
-        same = np.array([self.state == _state(ksp)], dtype=np.int32)
-        comm = self.operator.comm
-        if comm.Get_size() > 1:
-            comm.Allreduce(MPI.IN_PLACE, same, op=MPI.MIN)
-        return bool(same[0])
+        from?  Local: PETSc changes a matrix's values and a PC's type collectively, so
+        every rank answers alike (and a solve pays no reduction for the check)."""
+        return self.state == _state(ksp)
 
     def preconditioner(self, ksp):
-        """M for one solve.  PETSc's PC is wrapped per solve and dropped after it: the
-        binding keeps no PETSc object alive (their destruction stays PETSc's business)."""
+        """M: ours, or PETSc's PC wrapped (kept by the context's solver until KSPReset,
+        which drops it: no PETSc object outlives the KSP's own set-up)."""
         return PETScPC(ksp.getPC(), ksp.getOperators()[1]) if self.M is PCAPPLY else self.M

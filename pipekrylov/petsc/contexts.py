@@ -1,7 +1,6 @@
 """The KSP contexts: one small class per method over a shared base (see
 :mod:`pipekrylov.petsc` for the options and what PETSc sees)."""
 import atexit
-import functools
 
 from petsc4py import PETSc
 
@@ -38,7 +37,7 @@ class Context:
         self.restart = 30
         self.live_monitor = False
         self.loop = "auto"   # of the methods with a compiled loop: all but GMRES and p(l)-GMRES
-        self.binding = None
+        self.binding = self.solver_ = None
         self.last_result = None
 
     # -- PETSc's calls -------------------------------------------------------------
@@ -49,17 +48,20 @@ class Context:
         self.live_monitor = options.getBool("ksp_pipekrylov_live_monitor", self.live_monitor)
         self.loop = options.getString("ksp_pipekrylov_loop", self.loop)
         self.options(options)
-        self.binding = None   # options may change the PC (its sub-PCs, its Jacobi type): map it again
+        self.binding = self.solver_ = None   # options may change the PC and the method: set up again
 
     def options(self, options):
         """Read the method's own options."""
 
     def setUp(self, ksp):
+        """KSPSetUp: the binding of the KSP's operator and PC, and the solver set up on them
+        (its compiled loop, workspace and buffers), once for every solve that follows."""
         self.binding = Binding(ksp)
+        self.solver_ = self._solver(ksp)
         _KSPS.append(ksp)
 
     def reset(self, ksp):
-        self.binding = None
+        self.binding = self.solver_ = None
 
     def view(self, ksp, viewer):
         viewer.printfASCII(f"  pipekrylov: {self.kind} {self.method}\n")
@@ -75,17 +77,30 @@ class Context:
         """The method's lines for -ksp_view."""
         return []
 
-    def solver(self):
-        """``(solver, extra keyword arguments)`` for this method."""
+    def method_spec(self):
+        """``(method, options)`` for :class:`pipekrylov.Solver`, or None for a method that
+        runs through its function (:meth:`function`)."""
+        return None
+
+    def function(self):
+        """``(solver function, extra keyword arguments)`` of a method without a Solver."""
         raise NotImplementedError
+
+    def _solver(self, ksp):
+        spec = self.method_spec()
+        if spec is None:
+            return None
+        from ..solvers.solver import Solver
+        method, options = spec
+        operator = self.binding.operator
+        return Solver(operator, method, M=self.binding.preconditioner(ksp), comm=operator.comm, loop=self.loop,
+                      latency=self.latency, **options)
 
     def solve(self, ksp, b, x):
         from ..solvers.result import REASONS
         if self.binding is None or not self.binding.matches(ksp):
-            self.binding = Binding(ksp)
-        binding = self.binding
+            self.setUp(ksp)
         rtol, atol, _, max_it = ksp.getTolerances()
-        solver, extra = self.solver()
         x0 = x.getArray(readonly=True).copy() if ksp.getInitialGuessNonzero() else None
         # A monitor is called each iteration only when asked to (a petsc4py monitor may
         # inspect the KSP as it goes); otherwise its lines are given after the solve, from
@@ -98,11 +113,16 @@ class Context:
             ksp.logConvergenceHistory(rnorm)
             ksp.monitor(its, rnorm)
 
-        M = binding.preconditioner(ksp)
         try:
-            res = solver(binding.operator, b.getArray(readonly=True), x0, rtol=rtol, atol=atol,
-                         maxiter=max_it, M=M, monitor=monitor if live else False,
-                         latency=self.latency, comm=binding.operator.comm, **extra)
+            if self.solver_ is not None:
+                res = self.solver_.solve(b.getArray(readonly=True), x0, rtol=rtol, atol=atol, maxiter=max_it,
+                                         monitor=monitor if live else False)
+            else:
+                solver, extra = self.function()
+                operator = self.binding.operator
+                res = solver(operator, b.getArray(readonly=True), x0, rtol=rtol, atol=atol, maxiter=max_it,
+                             M=self.binding.preconditioner(ksp), monitor=monitor if live else False,
+                             latency=self.latency, comm=operator.comm, **extra)
         except Exception:  # never a traceback inside a PETSc application: a reason instead
             ksp.setConvergedReason(PETSc.KSP.ConvergedReason.DIVERGED_BREAKDOWN)
             raise
@@ -127,12 +147,12 @@ class Classic(Context):
 
     kind = "classic"
 
-    def solver(self):
+    def method_spec(self):
+        return None if self.method == "gmres" else (self.method, {})
+
+    def function(self):
         import pipekrylov
-        extra = {"restart": self.restart} if self.method == "gmres" else {}
-        if self.method in ("cg", "cr", "bicgstab"):   # the classic methods with a compiled loop
-            extra["loop"] = self.loop
-        return getattr(pipekrylov, self.method), extra
+        return getattr(pipekrylov, self.method), {"restart": self.restart}
 
     def describe(self):
         return [f"restart: {self.restart}"] if self.method == "gmres" else []
@@ -153,8 +173,8 @@ class Derived(Context):
         self.replace_automatic = options.getBool("ksp_pipekrylov_replacement", self.replace_automatic)
         self.replace_every = options.getInt("ksp_pipekrylov_replace_every", 0) or None
 
-    def solver(self):
-        return _derived(self.method, self.replace_every, self.replace_automatic), {"loop": self.loop}
+    def method_spec(self):
+        return f"p-{self.method}", {"replace_every": self.replace_every, "replace_automatic": self.replace_automatic}
 
     def describe(self):
         every = f", every {self.replace_every}" if self.replace_every else ""
@@ -181,16 +201,15 @@ class Deep(Context):
         self.fallback_depth = options.getInt("ksp_pipekrylov_fallback_depth", self.fallback_depth)
         self.drift_tol = options.getReal("ksp_pipekrylov_drift_tol", self.drift_tol)
 
-    def solver(self):
-        from .. import pipelined
-        extra = {"interval": self.interval}
+    def method_spec(self):
         if self.method == "gmres":
-            extra["restart"] = self.restart
-        else:
-            extra["fallback_depth"] = self.fallback_depth or None
-            extra["drift_tol"] = self.drift_tol or None
-            extra["loop"] = self.loop   # p(l)-CG has a compiled loop; p(l)-GMRES runs in Python
-        return pipelined(self.method, depth=self.depth), extra
+            return None
+        return "p-cg", {"depth": self.depth, "interval": self.interval, "fallback_depth": self.fallback_depth or None,
+                        "drift_tol": self.drift_tol or None}
+
+    def function(self):
+        from .. import pipelined
+        return pipelined(self.method, depth=self.depth), {"interval": self.interval, "restart": self.restart}
 
     def describe(self):
         shifts = f"Chebyshev on [{self.interval[0]}, {self.interval[1]}]" if self.interval else "estimated"
@@ -202,13 +221,6 @@ class Deep(Context):
         else:
             lines.append(f"restart: {self.restart}")
         return lines
-
-
-@functools.lru_cache(maxsize=None)
-def _derived(method, replace_every, replace_automatic):
-    """The derived solver, made once per process (a solve must not pay for its making)."""
-    from .. import pipelined
-    return pipelined(method, replace_every=replace_every, replace_automatic=replace_automatic)
 
 
 class CG(Classic):

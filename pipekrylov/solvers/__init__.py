@@ -1,11 +1,14 @@
-"""Classic Krylov solvers on the distributed runtime, with scipy's calling contract.
+"""The solvers as users call them: :class:`Solver` (set up once, solve many times) and the
+classic methods' functions with scipy's calling contract, built on it; the one event
+driver every loop runs under (:mod:`.driver`).
 
-These are the baselines the pipelined methods are measured against.
+The classic methods are the baselines the pipelined methods are measured against.
 """
 from .bicgstab import bicgstab
 from .cg import cg
 from .cr import cr
 from .gmres import gmres
 from .result import REASONS, SolveResult
+from .solver import Solver
 
-__all__ = ["cg", "cr", "bicgstab", "gmres", "SolveResult", "REASONS"]
+__all__ = ["Solver", "cg", "cr", "bicgstab", "gmres", "SolveResult", "REASONS"]

@@ -227,8 +227,8 @@ def _check_same_on_every_rank(comm, method, A, b, **arguments):
         what = "; ".join(f"{k}: " + ", ".join(f"{value} on rank(s) {ranks}" for value, ranks in
                                               _group(f.get(k, "-") for f in everyone).items())
                          for k in differ)
-        if differ == ["derivation"]:   # the same call, derived differently on some rank
-            raise ValueError(f"{method}: the ranks derived different pipelined methods ({what}): a "
+        if differ in (["derivation"], ["method_key"]):   # the same call, set up differently on some rank
+            raise ValueError(f"{method}: the ranks derived or set up different methods ({what}): a "
                              "nondeterministic pass, or different versions of pipekrylov on the ranks")
         raise ValueError(f"{method}: the ranks were called with different arguments ({what}); "
                          f"every rank must make the same call")

@@ -51,8 +51,8 @@ class SolveResult(tuple):
         The norm the convergence test used, one per iteration starting with iteration 0.
     timings : dict
         Seconds in ``spmv``, ``pc``, ``reductions_blocked``, ``total``; counts too.
-    reductions : FusedReduction
-        Its ``events`` are the trace of starts, local work and waits.
+    reductions :
+        The trace: its ``events`` (starts, local work and waits), ``count``, ``blocked_time``.
     loop, replacements, restarts, shifts, handed_over :
         Which loop ran, and what some methods report (defaults where a method has none).
     """
@@ -62,19 +62,28 @@ class SolveResult(tuple):
     restarts = 0        # BiCGStab's shadow-space restarts; a deep pipeline's restarts
     shifts = None       # a deep pipeline's basis shifts
     handed_over = None  # the iteration p(l)-CG handed over to p-CG at (None: it did not)
+    depth = None        # a deep pipeline's depth in its last cycle
 
     def __new__(cls, x, info, **details):
         self = super().__new__(cls, (x, info))
         self.x, self.info = x, info
-        for key, value in details.items():
-            setattr(self, key, value)
-        self.residual_norms = np.asarray(details.get("residual_norms", []))
+        self.__dict__.update(details)
+        self.residual_norms = np.asarray(details.get("residual_norms", ()), dtype=float)
         return self
 
     @property
     def converged(self):
         return self.info == 0
 
+    def __getattr__(self, name):
+        # the details made only when read (a solve does not pay for them): ``timings``
+        # and ``reductions`` from the ``_details`` callable a solver gives
+        if name in ("timings", "reductions") and "_details" in self.__dict__:
+            self.__dict__.update(self.__dict__.pop("_details")())
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def __repr__(self):
+        last = f"{self.residual_norms[-1]:.3e}" if self.residual_norms.size else "none"
         return (f"SolveResult(info={self.info}, reason={self.reason!r}, "
-                f"iterations={self.iterations}, residual={self.residual_norms[-1]:.3e})")
+                f"iterations={self.iterations}, residual={last})")

@@ -1,0 +1,177 @@
+"""A derived method's loop and what its driver does for it in Python.
+
+:func:`derived_loop` generates the loop of a schedule (:mod:`.loopgen`), compiles its
+module (or loads it from the cache) and wraps it in a :class:`DerivedLoop`, the
+:class:`~pipekrylov.loops.LoopSpec` a :class:`~pipekrylov.solvers.solver.Solver` runs.
+The loop itself starts up, iterates, tests and confirms convergence against ``b - A x``
+(starting again from ``x`` where that fails); what happens rarely stays in Python, on
+the solver's own operands: residual replacement every ``replace_every`` iterations, the
+drift measured every ``CHECK_EVERY`` (automatic replacement), a restart after a
+breakdown of the recurrences, and telling a breakdown of lost accuracy from one of the
+matrix.
+"""
+import functools
+import hashlib
+
+import numpy as np
+
+from ..kernels.compile import compile_source
+from ..loops import LoopSpec
+from ..runtime import layout as L
+from ..solvers.result import Breakdown
+from .loopgen import generate_loop
+
+__all__ = ["DerivedLoop", "derived_loop"]
+
+
+@functools.lru_cache(maxsize=None)
+def derived_loop(code):
+    """The :class:`DerivedLoop` of a :class:`.codegen.GeneratedCode` (once per process)."""
+    name = f"p_{code.method.name}".replace("-", "_")
+    loop_code = generate_loop(code, name)
+    header = f"# p-{code.method.name}: the loop derived from {code.method.title} (pipekrylov.derive)\n"
+    function = compile_source(header + loop_code.source, name, None, fastmath=False, error_model="numpy",
+                              refcount=False)
+    return DerivedLoop(code, loop_code, function)
+
+
+class DerivedLoop(LoopSpec):
+    """The loop of one derived method and its hooks (see the module's docstring)."""
+
+    confirms = True
+    interpreted_if_untyped = True   # a user's method may be beyond Numba
+
+    def __init__(self, code, loop_code, function):
+        self.code, self.loop_code = code, loop_code
+        self.method = code.method
+        self.source = loop_code.source
+        self.rows = {name: j for j, (name, _) in enumerate(loop_code.workspace)}
+        width = 1 + max(len(ph.pairs) for ph in code.schedule.phases)
+        super().__init__(f"p-{code.method.name}", function, loop_code.labels + ["drift check"], self._workspace,
+                         len(loop_code.scalars), self._breakdown, width=max(width, 3),
+                         reductions=len(code.segments))
+        self.replace_every = code.replace_every or 0
+        self.check_every = code.check_every or 0
+        self.digest = "source sha256 " + hashlib.sha256(self.source.encode()).hexdigest()[:16]
+
+    @property
+    def key(self):
+        return f"{self.name} replace_every={self.replace_every} check_every={self.check_every} {self.digest}"
+
+    def _workspace(self, n, preconditioned):
+        return tuple(np.zeros(n if length is None else length) for _, length in self.loop_code.workspace)
+
+    def _breakdown(self, check, value):
+        name, condition, reason = self.loop_code.checks[check]
+        return Breakdown(reason, f"p-{self.method.name}: {condition} fails ({name} = {value:.3e})")
+
+    # -------------------------------------------------------------- hooks
+    def prepare(self, solver):
+        solver.I[L.REPLACE_EVERY] = self.replace_every
+        solver.I[L.CHECK_EVERY] = self.check_every
+        solver.restarted_at = None
+
+    def after_test(self, solver, passed):
+        """A test that passes is confirmed against b - A x first."""
+        return L.CONFIRM if passed else L.AFTER_TEST
+
+    def event(self, solver, run, event):
+        """RESTART: b - A x did not confirm the test the driver reported (its true norm is
+        the history's); the loop starts again from x.  STARTED: a warm start's state goes
+        over the start-up's (:meth:`warm_start`)."""
+        if event == L.RESTART:
+            run.replace_last(float(solver.F[L.VALUE]))
+            solver.I[L.RESUME] = L.FROM_X
+        elif event == L.STARTED:
+            for name, value in run.state.items():
+                if name in self.loop_code.scalars:
+                    solver.S[self.loop_code.scalars.index(name)] = value
+                else:
+                    self._vector(solver, name)[:] = value
+            solver.I[L.RESUME] = L.IMAGES
+        else:
+            super().event(solver, run, event)
+
+    def iterated(self, solver, run):
+        """Residual replacement every ``replace_every`` iterations, or where the drift
+        measured every ``check_every`` calls for it; then the first reduction's dots
+        again (the last update made them from the replaced vectors)."""
+        x, b = run.x, run.b
+        done = int(solver.I[L.DONE])
+        if self.replace_every and done % self.replace_every == 0:
+            self.replace(solver, x, b)
+        elif self.check_every and done % self.check_every == 0:
+            gap, true, floor = self._drift(solver, x, b)
+            if self._drifted(gap, true, floor) and true > solver.F[L.ATOL]:
+                self.replace(solver, x, b)
+            else:
+                return
+        else:
+            return
+        send = solver.R.send[0]
+        for j, (a, c) in enumerate(self.code.schedule.reductions.pairs[0]):
+            send[j] = self._vector(solver, a.name) @ self._vector(solver, c.name)
+
+    def broke_down(self, solver, run, breakdown):
+        """After a replacement the scalar recurrences may break down: with automatic
+        replacement on, start again from x once (a second time within two iterations is
+        real).  Otherwise a check of the base method (``alpha > 0`` for an indefinite
+        matrix, say) that fails once the recurrences have drifted from ``b - A x`` tells of
+        lost accuracy, not of the matrix: that is raised instead."""
+        I = solver.I
+        iteration = int(I[L.ITERATION])
+        again = solver.restarted_at is not None and iteration - solver.restarted_at <= 2
+        if self.check_every and not again:
+            solver.restarted_at = iteration
+            I[L.REPLACEMENTS] += 1
+            I[L.ITERATION] = iteration + 1
+            if iteration + 1 > I[L.MAXITER]:
+                return False
+            I[L.RESUME] = L.FROM_X
+            return True
+        gap, true, floor = self._drift(solver, run.x, run.b)
+        if self._drifted(gap, true, floor):
+            raise Breakdown("diverged_lost_accuracy",
+                            f"{breakdown} after the recursive residual drifted from b - A x by "
+                            f"{gap / max(true, 1e-300):.1e} of it: the pipelined recurrences lost "
+                            f"accuracy (residual replacement, replace_automatic=True, keeps it)") from breakdown
+        return False
+
+    # -------------------------------------------------------------- in Python, rarely
+    def _vector(self, solver, name):
+        return solver.W[self.rows[self.loop_vector(name)]]
+
+    def loop_vector(self, name):
+        """A vector's name in the loop (renamed where it is one of the loop's own)."""
+        return name if name in self.rows else name + "_"
+
+    def replace(self, solver, x, b):
+        """Residual replacement: the residual and every image from their definitions."""
+        m = self.method
+        r = self._vector(solver, m.residual)
+        solver.apply("A", x, r)
+        np.subtract(b, r, out=r)
+        for st in m.parsed_invariants:
+            solver.apply(st.word, self._vector(solver, st.source), self._vector(solver, st.target))
+        for img in self.code.start_images:
+            solver.apply(img.word[0], self._vector(solver, img.parent.name), self._vector(solver, img.name))
+        solver.I[L.REPLACEMENTS] += 1
+
+    def _drift(self, solver, x, b):
+        """(||b - A x - r||, ||b - A x||, the rounding floor of b - A x): how far the
+        recursive residual has drifted from the true one.  Collective: one operator
+        application, one small reduction."""
+        true = np.empty_like(x)
+        solver.apply("A", x, true)
+        np.subtract(b, true, out=true)
+        gap = true - self._vector(solver, self.method.residual)
+        gap2, true2, x2 = solver.reduce([gap @ gap, true @ true, x @ x], "drift check")
+        floor = np.finfo(float).eps * (solver.norm_inf_a * np.sqrt(x2) + solver.F[L.BNORM])
+        return np.sqrt(gap2), np.sqrt(true2), floor
+
+    @staticmethod
+    def _drifted(gap, true, floor):
+        """Drifted: by more than sqrt(eps) ||b - A x|| and more than the rounding error of
+        b - A x itself (below that a replacement gains nothing)."""
+        return gap > np.sqrt(np.finfo(float).eps) * true and gap > floor
+

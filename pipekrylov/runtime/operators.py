@@ -1,0 +1,86 @@
+"""``apply_operator`` and ``precondition``: the two operations a Krylov loop applies,
+generic over the kinds of operand.
+
+A matrix format or a preconditioner brings its own parts: a namedtuple class for its
+arrays (the *operands* a loop receives) and an apply for them, registered here with
+:func:`register`.  A loop compiled by Numba calls the compiled apply of its operands'
+class (Numba picks it when it types the loop, so a new kind costs no branch in any
+loop); the same loop run by the interpreter (operators only Python can apply: a
+LinearOperator, a callable M, PETSc's PCApply) calls its Python apply.  Both count and
+time each application in the loop's state.
+
+The apply's signature: ``apply(operands, x, y, R, slot, I, F)``: ``y = op x``, poking the
+reduction in ``slot`` of ``R`` now and then while it works (none for a negative slot);
+``I`` and ``F`` are the loop's state (an MPI error, a failure to flag).
+"""
+import inspect
+import time
+
+from numba.extending import overload
+
+from ..kernels.compile import NO_REFCOUNT, REGISTERED
+
+from .layout import PC_TIME, PCS, SPMV_TIME, SPMVS
+from .reduce import MPI_Wtime
+
+__all__ = ["register", "compiled", "apply_operator", "precondition"]
+
+_COMPILED = {}   # operands class -> compiled apply
+_PYTHON = {}     # operands class -> apply called from Python
+
+
+def register(operands_class, apply, python=None):
+    """Register the apply of an operand kind: ``apply`` compiled by Numba (None: only the
+    interpreter can apply it), ``python`` its apply from Python (default: ``apply``,
+    called through Numba's dispatcher)."""
+    if apply is not None:
+        _COMPILED[operands_class] = apply
+        # a loop compiled with it depends on its module (the loop does not import it)
+        REGISTERED.setdefault(__file__, set()).add(inspect.getfile(apply.py_func))
+    _PYTHON[operands_class] = python or apply
+    return operands_class
+
+
+def compiled(operands):
+    """Whether a loop can be compiled for these operands."""
+    return type(operands) in _COMPILED
+
+
+def apply_operator(A, x, y, R, slot, I, F):
+    """y = A x, timed and counted."""
+    t0 = time.perf_counter()
+    _PYTHON[type(A)](A, x, y, R, slot, I, F)
+    F[SPMV_TIME] += time.perf_counter() - t0
+    I[SPMVS] += 1
+
+
+def precondition(P, r, z, R, slot, I, F):
+    """z = M^{-1} r, timed and counted."""
+    t0 = time.perf_counter()
+    _PYTHON[type(P)](P, r, z, R, slot, I, F)
+    F[PC_TIME] += time.perf_counter() - t0
+    I[PCS] += 1
+
+
+@overload(apply_operator, jit_options={"nogil": True, "cache": True, "error_model": "numpy", **NO_REFCOUNT}, inline="always")
+def _apply_operator(A, x, y, R, slot, I, F):
+    apply = _COMPILED[A.instance_class]
+
+    def impl(A, x, y, R, slot, I, F):
+        t0 = MPI_Wtime()
+        apply(A, x, y, R, slot, I, F)
+        F[SPMV_TIME] += MPI_Wtime() - t0
+        I[SPMVS] += 1
+    return impl
+
+
+@overload(precondition, jit_options={"nogil": True, "cache": True, "error_model": "numpy", **NO_REFCOUNT}, inline="always")
+def _precondition(P, r, z, R, slot, I, F):
+    apply = _COMPILED[P.instance_class]
+
+    def impl(P, r, z, R, slot, I, F):
+        t0 = MPI_Wtime()
+        apply(P, r, z, R, slot, I, F)
+        F[PC_TIME] += MPI_Wtime() - t0
+        I[PCS] += 1
+    return impl

@@ -1,0 +1,37 @@
+"""The methods a :class:`~pipekrylov.solvers.solver.Solver` runs, by name."""
+import re
+
+__all__ = ["loop_spec", "METHODS"]
+
+METHODS = ("cg", "cr", "bicgstab", "gmres", "p-cg", "p-cr", "p-bicgstab", "p-cgs", "p-cg-hs", "p(l)-cg")
+
+
+def loop_spec(method, depth=None, **options):
+    """The :class:`~pipekrylov.loops.LoopSpec` of ``method``: a classic method's name
+    (``"gmres"``'s option ``restart``), a derived one's (``"p-cg"``, options ``replace_every``, ``replace_automatic``), p(l)-CG
+    (``"p(l)-cg"``, or ``"p-cg"`` with ``depth`` > 1; the options of
+    :func:`pipekrylov.deep.plcg`), or a :class:`pipekrylov.derive.Method` (derived)."""
+    deep = re.fullmatch(r"p\((\d+)\)-cg", method) if isinstance(method, str) else None
+    if deep or (method == "p-cg" and depth not in (None, 1)):
+        from ..deep.plcg import DeepCG
+        return DeepCG(int(deep.group(1)) if deep else depth, **options)
+    if depth not in (None, 1):
+        raise ValueError(f"{method}: depth {depth} is for p(l)-CG ('p-cg' or 'p(l)-cg')")
+    if method == "gmres":
+        from ..loops.gmres import gmres_spec
+        return gmres_spec(**options)
+    if isinstance(method, str) and not method.startswith("p-"):
+        if options:
+            raise TypeError(f"{method}: unexpected options {', '.join(options)}")
+        if method == "cg":
+            from ..loops.cg import CG
+            return CG
+        if method == "cr":
+            from ..loops.cr import CR
+            return CR
+        if method == "bicgstab":
+            from ..loops.bicgstab import BICGSTAB
+            return BICGSTAB
+        raise ValueError(f"unknown method {method!r}: choose from {', '.join(METHODS)}")
+    from ..derive import derived_spec
+    return derived_spec(method[2:] if isinstance(method, str) else method, **options)

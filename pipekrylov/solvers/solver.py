@@ -1,0 +1,427 @@
+"""A solver set up once and solving many right-hand sides: :class:`Solver`.
+
+In the strong-scaling limit a solve takes a few microseconds per iteration and users make
+many of them in a row (time steps, Newton steps, Parareal's propagators), so what a solve
+pays besides its iterations matters as much as the iterations.  The set-up does once all
+that does not depend on ``b``: the ranks' agreement on the arguments (one allgather),
+the matrix's distribution and halo plan, the preconditioner's factor, the loop's
+compilation (or loading from the cache), its operands, workspace, state and buffers.  A
+solve then checks its own arguments locally, calls the loop (one call without a monitor
+or a callback), and packs the result; the ranks' agreement on its arguments, ``||b||``
+and a failure on any rank travel in the reductions the loop makes anyway.
+"""
+import collections
+import time
+import zlib
+
+import numpy as np
+
+from ..parallel import collective_check
+from ..precond import Identity, PreconditionerFailure, PythonOperands, make_preconditioner
+from ..runtime import layout as L
+from .driver import drive, result
+
+__all__ = ["Solver", "LOOPS", "BUFFERED", "POKE_ROWS", "LoopCompileError"]
+
+LOOPS = ("auto", "compiled", "python")
+BUFFERED = 2048   # iterations of residual norms and trace kept in the loop between two hand-backs
+POKE_ROWS = 4096  # rows of the SpMV and Jacobi between two MPI_Test pokes of a reduction in flight
+
+
+class LoopCompileError(TypeError):
+    """Numba cannot type a method's compiled loop (``loop="auto"`` then runs it interpreted)."""
+
+
+def _world():
+    from mpi4py import MPI
+    return MPI.COMM_WORLD
+
+
+class Solver:
+    """A Krylov method set up for one matrix, to solve many systems with it.  Collective.
+
+    >>> s = pk.Solver(A, "p-cg", M="jacobi")
+    >>> for step in range(100):
+    ...     u, info = s.solve(u, x0=u, rtol=1e-8)     # each step: (I + dt L) u_new = u
+
+    Parameters
+    ----------
+    A : DistributedCSR, an operator with its interface, or a scipy.sparse matrix / 2-D
+        array given whole on every rank (distributed once, here)
+    method : str
+        ``"cg"``, ``"cr"``, ``"bicgstab"`` (classic); see :func:`methods`.
+    M : None, 'jacobi', 'bjacobi', 'ic0', 'ilu0', a preconditioner or an operator
+    comm : mpi4py communicator (default ``A.comm``, or COMM_WORLD for a matrix given whole)
+    loop : "auto", "compiled" or "python"
+        Where the iterations run: compiled (A a DistributedCSR or a matrix, M None or one
+        of the named ones), or the same loop interpreted (operators only Python applies);
+        ``"auto"`` the compiled loop where it applies.  ``result.loop`` says which ran.
+    latency : float
+        Injected reduction latency in seconds (a larger machine's, on a small one).
+
+    A solve's arguments and result are those of :func:`pipekrylov.cg`.
+    """
+
+    def __init__(self, A, method="cg", *, M=None, comm=None, loop="auto", latency=0.0, **options):
+        from ..loops import LoopSpec
+        from .methods import loop_spec
+        self.t0 = time.perf_counter()
+        if loop not in LOOPS:
+            raise ValueError(f"loop must be one of {', '.join(map(repr, LOOPS))}, got {loop!r}")
+        if comm is None:
+            comm = A.comm if _distributed(A) else _world()
+        self.comm, self.latency = comm, latency
+        name = method.name if isinstance(method, LoopSpec) else _describe_method(method)
+        with collective_check(comm, name):
+            spec = method if isinstance(method, LoopSpec) else loop_spec(method, **options)
+            self.latency = float(latency)
+            if not (np.isfinite(self.latency) and self.latency >= 0):
+                raise ValueError(f"latency must be a finite number >= 0, got {latency}")
+        self.spec, self.method = spec, spec.name
+        # (a generated loop's key holds a digest of its source: each rank generates its own)
+        _check_same_on_every_rank(comm, self.method, A, M=M, loop=loop, latency=latency, method_key=spec.key)
+        self.loop_asked = loop
+        self._set_matrix(A, M)
+        self.setup_time = time.perf_counter() - self.t0
+
+    def update(self, A, M=None):
+        """Set up for a new matrix ``A`` (new values, the same pattern or another; whole or
+        distributed as the first) with ``M`` as at construction unless given: the
+        partition, the halo plan, the preconditioner's factor and the operands anew; the
+        compiled loop, the workspace and the buffers are kept where they fit.  Collective."""
+        self.t0 = time.perf_counter()
+        _check_same_on_every_rank(self.comm, self.method, A, M=M)
+        self._set_matrix(A, self.M_given if M is None else M)
+        self.setup_time = time.perf_counter() - self.t0
+
+    def _set_matrix(self, A, M):
+        self.whole = not _distributed(A)
+        if self.whole:
+            from ..matrix.distributed import DistributedCSR
+            A = DistributedCSR.from_scipy(_as_sparse(A), self.comm)
+        same_size = getattr(self, "partition", None) is not None and self.partition.nlocal == A.partition.nlocal
+        self.A, self.M_given = A, M
+        self.partition = A.partition
+        self.failures = []   # what user code raised on this rank during the current solve
+        self.pc_error = None
+        try:
+            self.M = make_preconditioner(M, A)
+        except PreconditionerFailure as exc:
+            self.M, self.pc_error = None, exc
+        self._choose_loop(self.loop_asked)
+        if not same_size or not hasattr(self, "W"):
+            self._allocate()
+        elif self.loop == "compiled":
+            self.entry = self._compile()   # the same kinds of operands: Numba's dispatcher has it
+        self.__dict__.pop("_norm_inf_a", None)
+
+    # ---------------------------------------------------------------- set-up
+    def _choose_loop(self, loop):
+        from ..runtime.operators import compiled
+        self.A_operands = _operands(self.A, self.failures)
+        self.P_operands = (self.M or Identity()).operands(self.failures)
+        why = None
+        if not compiled(self.A_operands):
+            why = f"A is a {type(self.A).__name__}, not a DistributedCSR or a matrix"
+        elif not compiled(self.P_operands):
+            why = "M is a user operator (the compiled loop applies 'jacobi', 'ilu0', 'ic0' or none)"
+        if loop == "compiled" and why is not None:
+            raise ValueError(f"{self.method}: loop='compiled' cannot run this solve: {why}")
+        self.loop = "compiled" if loop != "python" and why is None else "python"
+
+    def _allocate(self):
+        from ..runtime.reduce import reductions
+        spec, n = self.spec, self.partition.nlocal
+        self.R = reductions(self.comm, spec.slots, spec.width)
+        self.I, self.F = np.zeros(L.INTS, np.int64), np.zeros(L.FLOATS)
+        # what a solve starts from (it sets its own arguments over a copy)
+        self._I0, self._F0 = np.zeros(L.INTS, np.int64), np.zeros(L.FLOATS)
+        self._I0[L.POKE_ROWS], self._I0[L.RANKS] = POKE_ROWS, self.comm.Get_size()
+        self._I0[L.PRECONDITIONED] = self.M is not None
+        self._I0[L.RESUME] = L.BEGIN
+        self._F0[L.LATENCY] = self.latency
+        self.hist = np.empty(BUFFERED * spec.norms)
+        # the loop's iterations, and room for what a start-up, a confirmation or a hook adds
+        self.trace = np.empty((BUFFERED * spec.reductions + 64, 6))
+        self.W = spec.workspace(n, self.M is not None)
+        self.S = np.zeros(max(1, spec.scalars))
+        self.entry = spec.interpreted
+        if self.loop == "compiled":
+            self.entry = self._compile()
+
+
+    def _compile(self):
+        """The compiled loop's entry point for these operands (compiled or loaded from the
+        cache once per process and kind of operands), called without Numba's typing of
+        the arguments at each call."""
+        import numba
+        from ..kernels.compile import compile_for, compiling_notice
+        args = self._arguments(np.zeros(self.partition.nlocal), np.zeros(self.partition.nlocal))
+        try:
+            with compiling_notice(self.comm.Get_rank() == 0):
+                return compile_for(self.spec.function, args)
+        except numba.core.errors.TypingError as exc:   # alike on every rank: before any collective
+            if self.loop_asked == "compiled" or not self.spec.interpreted_if_untyped:
+                raise LoopCompileError(f"the compiled loop does not compile ({str(exc).splitlines()[0]}); "
+                                       "loop='python' runs this method") from exc
+            self.loop = "python"
+            return self.spec.interpreted
+
+    def with_loop(self, spec):
+        """This solver with another loop on the same operands, state and buffers (a method
+        that hands a solve over to another: p(l)-CG's to p-CG).  Collective only where
+        compiling is."""
+        other = object.__new__(type(self))
+        other.__dict__.update(self.__dict__)
+        other.spec = spec
+        other.W = spec.workspace(self.partition.nlocal, self.M is not None)
+        other.S = np.zeros(max(1, spec.scalars))
+        other.entry = other._compile() if self.loop == "compiled" else spec.interpreted
+        return other
+
+    # ---------------------------------------------------------------- Python's access
+    def apply(self, word, x, y):
+        """``y = word x`` (operators, outermost first: "A", "M", "AM") on the solver's operands,
+        from Python (a method's rare steps).  Collective for A."""
+        from ..runtime.operators import apply_operator, precondition
+        for j, op in enumerate(reversed(word)):
+            into = y if j == len(word) - 1 else np.empty_like(y)
+            if op == "A":
+                apply_operator(self.A_operands, x, into, self.R, -1, self.I, self.F)
+            else:
+                precondition(self.P_operands, x, into, self.R, -1, self.I, self.F)
+            x = into
+        return y
+
+    def reduce(self, values, label):
+        """The global sums of ``values`` (one blocking reduction, traced under ``label``),
+        from Python.  Collective."""
+        from ..runtime.reduce import allreduce
+        from .driver import raise_event
+        R, n = self.R, len(values)
+        kept = R.send[0].copy(), R.recv[0].copy()   # the loop's: the next reduction's local values
+        R.send[0, :n] = values
+        event = allreduce(R, 0, n, self.spec.labels.index(label), self.I, self.F, self.trace)
+        sums = R.recv[0, :n].copy()
+        R.send[0], R.recv[0] = kept
+        if event != L.NONE:
+            raise_event(self, event)
+        return sums
+
+    @property
+    def norm_inf_a(self):
+        """``||A||_inf`` (collective at first use, then kept); 0 for operators that cannot tell."""
+        if not hasattr(self, "_norm_inf_a"):
+            self._norm_inf_a = self.A.norm_inf() if hasattr(self.A, "norm_inf") else 0.0
+        return self._norm_inf_a
+
+    def _arguments(self, x, b):
+        return (self.W, x, b, self.S, self.I, self.F, self.hist, self.trace, self.A_operands, self.P_operands,
+                self.R)
+
+    # ---------------------------------------------------------------- solving
+    def solve(self, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, callback=None, monitor=False):
+        """Solve ``A x = b`` from ``x0`` (default 0).  Collective.
+
+        Returns a :class:`SolveResult`: ``(x, info)`` with the details (see
+        :func:`pipekrylov.cg`).  Arguments checked on each rank: an error on one is raised
+        on every rank, as the original exception, at the solve's first reduction.
+        """
+        t0 = time.perf_counter()
+        if self.failures:
+            self.failures.clear()
+        p = self.partition
+        try:
+            if not (0.0 <= rtol < np.inf and 0.0 <= atol < np.inf):
+                raise ValueError(f"{self.method}: tolerances must be finite and nonnegative: "
+                                 f"rtol={rtol}, atol={atol}")
+            if maxiter is None:
+                maxiter = 10 * p.n
+            elif int(maxiter) < 1:
+                raise ValueError(f"{self.method}: maxiter must be positive, got {maxiter}")
+            b = _local_vector(b, p, "b", copy=False)
+            x = np.zeros(p.nlocal) if x0 is None else _local_vector(x0, p, "x0", copy=True)
+            error = None
+        except Exception as exc:  # noqa: BLE001 - raised on every rank at the first reduction
+            if self.comm.Get_size() == 1:
+                raise
+            error, b, x, maxiter = exc, np.zeros(p.nlocal), np.zeros(p.nlocal), 1
+            self.failures.append(error)
+        I, F = self.I, self.F
+        I[:] = self._I0
+        I[L.MAXITER] = maxiter
+        I[L.STOP_AT_TEST] = callable(monitor) or bool(monitor)
+        I[L.STOP_EVERY] = callback is not None
+        F[:] = self._F0
+        F[L.ATOL] = F[L.ATOL_GIVEN] = atol
+        F[L.RTOL] = rtol
+        F[L.FLAG] = error is not None
+        if self.comm.Get_size() > 1:
+            F[L.AGREE] = _agreement(self.comm, rtol, atol, maxiter, x0 is None, callback is None, bool(monitor),
+                                    b if self.whole else None)
+        self.x0_given = x0 is not None
+        self.spec.prepare(self)
+        if self.pc_error is not None:
+            return result(self, x, 0, "diverged_pc_failed", str(self.pc_error), np.empty(0), [], t0)
+        return drive(self, x, b, callback, monitor, t0)
+
+# ---------------------------------------------------------------- input helpers
+def _operands(A, failures):
+    """A's operands for a loop: a DistributedCSR's arrays (compiled), else its matvec."""
+    from ..matrix.distributed import DistributedCSR
+    if type(A) is DistributedCSR:
+        from ..runtime.csr import operands
+        return operands(A)
+    return PythonOperands(lambda x, y: A.matvec(x, y), failures)
+
+
+def _agreement(comm, *arguments):
+    """This solve's arguments, hashed to an integer small enough that ``p sum(h^2)`` and
+    ``(sum h)^2`` over ``p`` ranks are exact in double precision (the runtime checks they
+    agree: :mod:`pipekrylov.runtime.reduce`)."""
+    size = comm.Get_size()
+    if size == 1:
+        return 0.0
+    bits = max(1, min(16, int(26 - np.log2(size))))
+    *scalars, b = arguments
+    value = zlib.crc32(repr(scalars).encode())
+    if b is not None:
+        value = zlib.crc32(np.ascontiguousarray(b).view(np.uint8), value)
+    return float(value & ((1 << bits) - 1))
+
+
+def _check_same_on_every_rank(comm, method, A, **arguments):
+    """Every rank must set up the same solver with the same arguments, or the ranks walk
+    into different collectives and wait forever.  Compares the method, the scalar
+    arguments, the kind of M and, for a matrix given whole, a checksum of it (a CRC32
+    pass over its arrays; PIPEKRYLOV_CHECK_WHOLE=0 skips it for huge inputs).
+    Collective: one allgather of a few short strings."""
+    from .common import _check_same_on_every_rank as check
+    check(comm, _describe_method(method), A, None, **arguments)
+
+
+def _describe_method(method):
+    return method if isinstance(method, str) else f"{type(method).__name__} {getattr(method, 'name', '')}"
+
+
+def _distributed(A):
+    from .common import _distributed
+    return _distributed(A)
+
+
+def _as_sparse(A):
+    from .common import _as_sparse
+    return _as_sparse(A)
+
+
+def _local_vector(v, partition, name, copy):
+    """This rank's slice of ``v`` (given whole or as the slice) as float64, contiguous; a
+    copy with ``copy`` (x0: the solve writes the iterate into it), else only if needed."""
+    # (a read-only array, PETSc's VecGetArrayRead's, is copied: the loops' kernels take
+    # writable arrays)
+    if type(v) is np.ndarray and v.dtype == np.float64 and v.ndim == 1 and v.flags.c_contiguous and \
+            v.flags.writeable:
+        if v.shape[0] == partition.nlocal:
+            return v.copy() if copy else v
+        if v.shape[0] == partition.n:
+            v = v[partition.start:partition.end]
+            return v.copy() if copy else v
+    v = np.asarray(v)
+    if v.dtype.kind == "c":
+        raise TypeError(f"unsupported dtype {v.dtype} for {name}: real systems only")
+    v = v.astype(np.float64).ravel() if v.ndim == 2 and 1 in v.shape else v.astype(np.float64)
+    if v.ndim != 1:
+        raise ValueError(f"{name} must be a vector, got shape {v.shape}")
+    if v.shape[0] == partition.n and v.shape[0] != partition.nlocal:
+        v = v[partition.start:partition.end]
+    elif v.shape[0] != partition.nlocal:
+        raise ValueError(f"{name} has length {v.shape[0]}: expected {partition.n} (whole) or "
+                         f"{partition.nlocal} (this rank's rows)")
+    return np.ascontiguousarray(v)
+
+
+def solve_once(method, A, b, x0=None, *, rtol, atol, maxiter, M, callback, comm, monitor, latency, loop,
+               **options):
+    """One solve as the scipy-style functions make it: on a Solver set up for ``A`` and these
+    arguments, kept (with A) for the next call with the same.
+
+    A solver is reused while ``A`` is the same object with the same values: a
+    DistributedCSR is immutable (a new matrix is a new object), a matrix given whole is
+    compared by a CRC32 of its arrays (the check the ranks' agreement makes anyway).  On
+    more than one rank the ranks agree on reusing, with one small Allreduce (they may
+    not have kept the same solvers), which also checks they were called alike."""
+    key, same = _cache_key(method, M, comm, loop, latency, options)
+    cache = _kept(A)
+    fingerprint = None if _distributed(A) else _whole_fingerprint(A)
+    solver = None if cache is None else cache.get(key)
+    if solver is not None and solver.fingerprint != fingerprint:
+        solver = None
+    comm_ = comm if comm is not None else (A.comm if _distributed(A) else _world())
+    if comm_.Get_size() > 1 and not _agree_on(comm_, solver is not None, (same, fingerprint)):
+        solver = None
+    if solver is None:
+        solver = Solver(A, method, M=M, comm=comm, loop=loop, latency=latency, **options)
+        solver.fingerprint = fingerprint
+        cache = _keep(A)
+        if cache is not None:
+            cache[key] = solver
+            while len(cache) > KEPT:
+                cache.popitem(last=False)
+    else:
+        cache.move_to_end(key)
+    return solver.solve(b, x0, rtol=rtol, atol=atol, maxiter=maxiter, callback=callback, monitor=monitor)
+
+
+KEPT = 8   # solvers kept per matrix
+
+
+def _kept(A):
+    """The solvers kept with ``A``, the most recent last (None: none)."""
+    return getattr(A, "_pipekrylov_solvers", None)
+
+
+def _keep(A):
+    """The place for ``A``'s solvers: an attribute of A, so that they go with it (a
+    solver refers to its matrix: a cycle the garbage collector takes); None where A takes
+    no attributes (a numpy array)."""
+    cache = _kept(A)
+    if cache is None:
+        cache = collections.OrderedDict()
+        try:
+            A._pipekrylov_solvers = cache
+        except AttributeError:
+            return None
+    return cache
+
+
+def _cache_key(method, M, comm, loop, latency, options):
+    """(this rank's key of the arguments, their description the ranks compare: no object
+    identities, which differ from rank to rank)."""
+    from ..loops import LoopSpec
+    spec = method.key if isinstance(method, LoopSpec) else repr(method)
+    same = (spec, M if M is None or isinstance(M, str) else type(M).__name__, loop, float(latency),
+            tuple(sorted((k, repr(v)) for k, v in options.items())))
+    return (same, None if M is None or isinstance(M, str) else id(M), None if comm is None else _handle(comm)), same
+
+
+def _handle(comm):
+    from mpi4py import MPI
+    return MPI._handleof(comm)
+
+
+def _whole_fingerprint(A):
+    from .common import _whole_checksums
+    return _whole_checksums(A, None).get("A")
+
+
+def _agree_on(comm, hit, arguments):
+    """Whether every rank holds a solver for the same arguments: one Allreduce of the hit
+    flag and a hash of the arguments (with its square: equal on every rank exactly when
+    ``p sum(h^2) = (sum h)^2``)."""
+    from mpi4py import MPI
+    h = float(zlib.crc32(repr(arguments).encode()) & 0xFFFF)
+    local = np.array([float(hit), h, h * h])
+    total = np.empty(3)
+    comm.Allreduce(local, total, op=MPI.SUM)
+    size = comm.Get_size()
+    return total[0] == size and size * total[2] == total[1] * total[1]
