@@ -4,6 +4,11 @@ loop where they have both) against PETSc's cg, pipecg and pipelcg, in one run:
 
     python -m benchmarks.strong_scaling_limit                  # every case below
     python -m benchmarks.strong_scaling_limit --ranks 1 2 --transports shm --sizes 256 1024
+    python -m benchmarks.strong_scaling_limit --family gmres   # the GMRES family instead
+
+``--family gmres``: our gmres, p(1)-gmres and p(2)-gmres against PETSc's gmres, pgmres and
+pipefgmres, restart 30, Jacobi, on 2D convection-diffusion (nonsymmetric); "hidden" is
+then p(1)-gmres's.
 
 2D Poisson with 256 ... 65,536 unknowns per rank and 10^6 in total, Jacobi, at 1, 2
 and 4 ranks, over shared memory and over TCP (Open MPI ``--mca btl tcp,self --mca
@@ -39,6 +44,11 @@ SIZES = [256, 1024, 4096, 16384, 65536]
 TOTAL = 10 ** 6
 OURS = ["cg", "p-cg compiled", "p-cg python", "p(2)-cg compiled", "p(2)-cg python"]
 PETSC = ["PETSc cg", "PETSc pipecg", "PETSc pipelcg"]
+OURS_GMRES = ["gmres", "p(1)-gmres", "p(2)-gmres"]
+PETSC_GMRES = ["PETSc gmres", "PETSc pgmres", "PETSc pipefgmres"]
+# per family: (ours, PETSc's, our pipelined reference for "fixed" and "hidden", PETSc's reference)
+FAMILIES = {"cg": (OURS, PETSC, "p-cg compiled", "PETSc pipecg"),
+            "gmres": (OURS_GMRES, PETSC_GMRES, "p(1)-gmres", "PETSc pgmres")}
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TCP = ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo"]
 
@@ -58,6 +68,24 @@ def our_solvers():
     }
 
 
+def our_gmres():
+    import pipekrylov as pk
+    common = dict(rtol=0.0, M="jacobi", restart=30)
+    return {
+        "gmres": lambda A, b, n, **kw: pk.gmres(A, b, maxiter=n, **common, **kw),
+        "p(1)-gmres": lambda A, b, n, **kw: pk.plgmres(A, b, depth=1, maxiter=n, **common, **kw),
+        "p(2)-gmres": lambda A, b, n, **kw: pk.plgmres(A, b, depth=2, maxiter=n, **common, **kw),
+    }
+
+
+def convection_diffusion(comm, total):
+    """The GMRES family's problem: 2D convection-diffusion, b = A 1."""
+    from pipekrylov.matrix import convection_diffusion2d
+    from pipekrylov.timing import grid
+    A = convection_diffusion2d(comm, *grid(total))
+    return A, A.matvec(np.ones(A.partition.nlocal))
+
+
 def allreduce_time(comm, repeat=200):
     """The best time of a blocking Allreduce of 4 doubles (what one fused reduction
     costs at the least), the slowest rank's."""
@@ -71,26 +99,27 @@ def allreduce_time(comm, repeat=200):
     return min(times)
 
 
-def worker(sizes, repeat, with_petsc):
+def worker(sizes, repeat, with_petsc, family="cg"):
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
-    ours = our_solvers()
+    ours = our_solvers() if family == "cg" else our_gmres()
+    _, petsc, reference, _ = FAMILIES[family]
     t_reduce = allreduce_time(comm) if comm.size > 1 else 0.0
     for size in sizes:
         total = size * comm.size if size != TOTAL else TOTAL
-        A, b = poisson(comm, total)
+        A, b = (poisson if family == "cg" else convection_diffusion)(comm, total)
         costs = None
         if comm.size > 1:   # the halo: a grid line to each neighbouring rank
             line = comm.allreduce(len(A.halo.ghost_values), op=MPI.MAX) // (1 if comm.size == 2 else 2)
             costs = communication_costs(comm, halo=line)
         # N2 below the iterations p-cg takes to reach rounding (rtol 0 stops it there),
         # and fewer for the large sizes (the figure is clear after a few iterations there)
-        reach = ours["p-cg compiled"](A, b, 400).iterations
+        reach = ours[reference](A, b, 400).iterations
         n2 = max(8, min(300, int(0.8 * reach), max(24, 30_000_000 // A.partition.nlocal)))
         n1 = max(2, n2 // 4)
         funcs = {name: (lambda f: lambda n: f(A, b, n).iterations)(f) for name, f in ours.items()}
         if with_petsc:
-            for name in PETSC:
+            for name in petsc:
                 funcs[name] = petsc_solver(A, b, name.split()[1])
         row = {"ranks": comm.size, "local": A.partition.n // comm.size, "total": A.partition.n,
                "n1": n1, "n2": n2, "allreduce_us": t_reduce * 1e6,
@@ -101,8 +130,9 @@ def worker(sizes, repeat, with_petsc):
         for name, measured in per_iteration(comm, funcs, n1, n2, repeat).items():
             row[name] = None if measured is None else measured[0] * 1e6
             row[name + " fixed"] = None if measured is None else measured[1] * 1e6
-        res = ours["p-cg compiled"](A, b, n2)
-        waits = [e.end - e.start for e in res.reductions.events if e.kind == "wait" and e.label.startswith("reduction")]
+        res = ours[reference](A, b, n2)
+        pipelined = ("reduction", "G[:,")    # the labels of the iterations' reductions (not the checks')
+        waits = [e.end - e.start for e in res.reductions.events if e.kind == "wait" and e.label.startswith(pipelined)]
         blocked = comm.allreduce(float(np.mean(waits)), op=MPI.MAX)
         row["hidden"] = max(0.0, 1.0 - blocked / t_reduce) if t_reduce > 0 else None
         if comm.rank == 0:
@@ -122,6 +152,7 @@ def main():
     parser.add_argument("--ranks", type=int, nargs="*", default=[1, 2, 4])
     parser.add_argument("--transports", nargs="*", default=["shm", "tcp"], choices=["shm", "tcp"])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--family", choices=sorted(FAMILIES), default="cg")
     parser.add_argument("--no-petsc", action="store_true")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, default=1800)
@@ -132,10 +163,10 @@ def main():
     except ImportError:
         with_petsc = False
     if args.worker:
-        worker(args.sizes, args.repeat, with_petsc)
+        worker(args.sizes, args.repeat, with_petsc, args.family)
         return 0
-    print(report(measure(args.ranks, args.transports, args.sizes, args.repeat, with_petsc, args.timeout),
-                 with_petsc))
+    print(report(measure(args.ranks, args.transports, args.sizes, args.repeat, with_petsc, args.timeout,
+                         args.family), with_petsc, args.family))
     return 0
 
 
@@ -145,7 +176,7 @@ def runnable(transport, ranks, kind):
     return not (transport == "tcp" and (ranks == 1 or kind != "openmpi"))
 
 
-def measure(ranks_list, transports, sizes, repeat=3, with_petsc=True, timeout=1800):
+def measure(ranks_list, transports, sizes, repeat=3, with_petsc=True, timeout=1800, family="cg"):
     """The rows of one mpiexec run per (transport, ranks): time per iteration of every
     solver at every size, with the run's blocking Allreduce time (``allreduce_us``)."""
     mpiexec = shutil.which("mpiexec")
@@ -158,7 +189,7 @@ def measure(ranks_list, transports, sizes, repeat=3, with_petsc=True, timeout=18
                 continue
             command = [mpiexec, *(TCP if transport == "tcp" else []), "-n", str(ranks), sys.executable,
                        "-m", "benchmarks.strong_scaling_limit", "--worker", "--repeat", str(repeat),
-                       "--sizes", *map(str, sizes)] + (["--no-petsc"] if not with_petsc else [])
+                       "--family", family, "--sizes", *map(str, sizes)] + (["--no-petsc"] if not with_petsc else [])
             print(f"# {transport}, {ranks} rank(s): {' '.join(command[:-2 - len(sizes)])} ...",
                   file=sys.stderr, flush=True)
             out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
@@ -169,12 +200,15 @@ def measure(ranks_list, transports, sizes, repeat=3, with_petsc=True, timeout=18
     return rows
 
 
-def report(rows, with_petsc):
+def report(rows, with_petsc, family="cg"):
     from pipekrylov.compare import markdown_table
     import platform
-    names = OURS + (PETSC if with_petsc else [])
-    header = ["transport", "ranks", "unknowns/rank"] + names + ["p-cg compiled fixed", "PETSc pipecg fixed"] * with_petsc
-    header += ["compiled / pipecg", "compiled / PETSc cg"] * with_petsc + ["allreduce", "hidden"]
+    ours, petsc, reference, petsc_reference = FAMILIES[family]
+    names = ours + (petsc if with_petsc else [])
+    ratios = [(a, b) for a in ours for b in petsc] if family == "gmres" else \
+        [("p-cg compiled", "PETSc pipecg"), ("p-cg compiled", "PETSc cg")]
+    header = ["transport", "ranks", "unknowns/rank"] + names + [f"{reference} fixed", f"{petsc_reference} fixed"] * with_petsc
+    header += [f"{a} / {b.split()[1]}" for a, b in ratios] * with_petsc + ["allreduce", "hidden"]
     table = []
 
     def us(v):
@@ -182,15 +216,17 @@ def report(rows, with_petsc):
     for r in rows:
         line = [r["transport"], r["ranks"], f"{r['local']:,}"] + [us(r.get(n)) for n in names]
         if with_petsc:
-            line += [us(r.get("p-cg compiled fixed")), us(r.get("PETSc pipecg fixed"))]
-            for ref in ("PETSc pipecg", "PETSc cg"):
-                a, b = r.get("p-cg compiled"), r.get(ref)
+            line += [us(r.get(f"{reference} fixed")), us(r.get(f"{petsc_reference} fixed"))]
+            for mine, ref in ratios:
+                a, b = r.get(mine), r.get(ref)
                 line.append("-" if a is None or not b else f"{a / b:.2f}")
         line += [us(r["allreduce_us"]) if r["ranks"] > 1 else "-",
                  "-" if r["hidden"] is None else f"{r['hidden']:.0%}"]
         table.append(line)
     cpu = cpu_name()
-    return (f"time per iteration, us (2D Poisson, Jacobi; difference of N1 and N2 iterations), "
+    problem = "2D Poisson" if family == "cg" else "2D convection-diffusion, restart 30"
+    return (f"time per iteration, us ({problem}, Jacobi; difference of N1 and N2 iterations, set-up "
+            f"subtracted: 'fixed' is the per-solve rest), "
             f"{cpu}, {os.cpu_count()} cores, {platform.node()}\n" + markdown_table(header, table))
 
 

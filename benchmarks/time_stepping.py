@@ -39,7 +39,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def worker(sizes, pcs, steps, repeat, with_petsc, latencies):
     from mpi4py import MPI
-    from pipekrylov.timing import calibrate_dt, heat, petsc_steppers, steppers, time_steps
+    from pipekrylov.timing import calibrate_dt, heat, petsc_steppers, steppers, time_each
     comm = MPI.COMM_WORLD
     for pc in pcs:
         for local in sizes:
@@ -48,14 +48,11 @@ def worker(sizes, pcs, steps, repeat, with_petsc, latencies):
             for target in TARGETS:
                 c = calibrate_dt(comm, total, target, pc)
                 A, u0 = heat(comm, total, c)
-                funcs = steppers(A, pc)
+                funcs = steppers(A, u0, pc)
                 if with_petsc:
-                    funcs.update(petsc_steppers(A, pc))
-                row = {"ranks": comm.size, "pc": pc, "local": total // comm.size, "target": target, "c": c}
-                for name, step in funcs.items():
-                    t, its = time_steps(comm, step, u0, steps, repeat)
-                    row[name] = t * 1e6
-                    row[name + " its"] = its
+                    funcs.update(petsc_steppers(A, u0, pc))
+                row = time_each(comm, funcs, u0, steps, repeat,
+                                {"ranks": comm.size, "pc": pc, "local": total // comm.size, "target": target, "c": c})
                 points[target] = row
                 if comm.rank == 0:
                     print("ROW " + json.dumps(row), flush=True)
@@ -65,12 +62,9 @@ def worker(sizes, pcs, steps, repeat, with_petsc, latencies):
                 c = calibrate_dt(comm, total, TARGETS[-1], pc)
                 A, u0 = heat(comm, total, c)
                 for latency in latencies:
-                    funcs = {k: v for k, v in steppers(A, pc, latency=latency).items() if k.endswith("Solver")}
-                    row = {"ranks": comm.size, "pc": pc, "local": local, "latency_us": latency * 1e6}
-                    for name, step in funcs.items():
-                        t, its = time_steps(comm, step, u0, steps, repeat)
-                        row[name] = t * 1e6
-                        row[name + " its"] = its
+                    funcs = {k: v for k, v in steppers(A, u0, pc, latency=latency).items() if k.endswith("Solver")}
+                    row = time_each(comm, funcs, u0, steps, repeat,
+                                    {"ranks": comm.size, "pc": pc, "local": local, "latency_us": latency * 1e6})
                     if comm.rank == 0:
                         print("LATENCY " + json.dumps(row), flush=True)
 
@@ -81,7 +75,7 @@ def fixed_costs(points, pc, local, ranks):
     low, high = points[TARGETS[0]], points[TARGETS[-1]]
     out = {"ranks": ranks, "pc": pc, "local": local}
     for name in low:
-        if name.endswith(" its") or name + " its" not in low:
+        if name.endswith(" its") or name + " its" not in low or name + " its" not in high:
             continue
         di = high[name + " its"] - low[name + " its"]
         if di > 0:

@@ -25,7 +25,6 @@ _LAZY = {
     "plcg": "pipekrylov.deep",
     "plgmres": "pipekrylov.deep",
     "Method": "pipekrylov.derive",
-    "FusedReduction": "pipekrylov.parallel.reduction",
     "Jacobi": "pipekrylov.precond",
     "BlockJacobi": "pipekrylov.precond",
 }

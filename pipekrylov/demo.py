@@ -10,7 +10,11 @@ with Jacobi:
 * against a reduction latency injected into our solvers (0 to 500 us, as the Allreduce
   of a machine of thousands of nodes takes), at 4,096 unknowns per rank.  CG waits for
   two reductions per iteration, p-CG hides one behind its SpMV and preconditioner, p(2)-CG
-  spreads one over two iterations: past a crossover latency p-CG is the faster.
+  spreads one over two iterations: past a crossover latency p-CG is the faster;
+* and time per *solve* as users make them: 100 backward Euler steps of the heat equation,
+  each a solve of about 10 iterations warm-started from the last step, our solvers with
+  default arguments through a :class:`~pipekrylov.Solver` set up once against PETSc's on
+  a KSP set up once (:mod:`pipekrylov.timing`; set-up not timed, nothing else subtracted).
 
 It prints the table and writes ``demo.png``, ``demo.json`` and ``demo.csv`` to the output
 folder.
@@ -25,6 +29,8 @@ import time
 __all__ = ["main"]
 
 SIZES = (256, 1024, 4096, 16384, 65536)
+STEP_SIZES = (256, 1024, 4096, 16384)
+STEP_ITERATIONS = 10   # per time step, about (the time step is chosen for it)
 LATENCIES = (0.0, 20e-6, 50e-6, 100e-6, 200e-6, 500e-6)
 LATENCY_SIZE = 4096
 RANKS = 2
@@ -85,6 +91,24 @@ def worker(quick=False):
         funcs = {name: (lambda f: lambda n: f(A, b, n))(f) for name, f in _ours(latency).items()}
         emit({"panel": "latency", "local": LATENCY_SIZE, "latency_us": latency * 1e6},
              per_iteration(comm, funcs, n1, n2, repeat=max(1, repeat - 1), budget=budget))
+    for local in STEP_SIZES[:2] if quick else STEP_SIZES:
+        step_row(comm, local, 20 if quick else 100, 1 if quick else 3, with_petsc)
+
+
+def step_row(comm, local, steps, repeat, with_petsc):
+    """Time per backward Euler step (:func:`pipekrylov.timing.time_steps`) of our solvers
+    through a Solver and of PETSc's cg and pipecg; rank 0 prints the row."""
+    from .timing import calibrate_dt, heat, petsc_steppers, steppers, time_each
+    total = local * comm.size
+    c = calibrate_dt(comm, total, STEP_ITERATIONS)
+    A, u0 = heat(comm, total, c)
+    ours = steppers(A, u0, "jacobi")
+    funcs = {"CG": ours["cg Solver"], "p-CG": ours["p-cg Solver"], "p(2)-CG": ours["p(2)-cg Solver"]}
+    if with_petsc:
+        funcs.update({k: f for k, f in petsc_steppers(A, u0, "jacobi").items() if k in PETSC})
+    row = time_each(comm, funcs, u0, steps, repeat, {"panel": "step", "local": local, "latency_us": 0.0})
+    if comm.rank == 0:
+        print("ROW " + json.dumps(row), flush=True)
 
 
 # ------------------------------------------------------------------ the driver
@@ -111,7 +135,7 @@ def main(output="results/demo", quick=False):
         json.dump(rows, f, indent=1)
     names = [n for n in OURS + PETSC if any(n in r for r in rows)]
     with open(paths[1], "w") as f:
-        f.write(",".join(["panel", "unknowns_per_rank", "latency_us"] + [f"{n} us/it" for n in names]) + "\n")
+        f.write(",".join(["panel", "unknowns_per_rank", "latency_us"] + [f"{n} us" for n in names]) + "\n")
         for r in rows:
             f.write(",".join([r["panel"], str(r["local"]), f"{r['latency_us']:g}"] +
                              ["" if r.get(n) is None else f"{r[n]:.3f}" for n in names]) + "\n")
@@ -164,7 +188,26 @@ def table(rows):
               markdown_table(["latency (us)"] + list(OURS), lat)]
     lines.append("")
     lines += [_crossover_text(crossover(rows, slow, fast), slow, fast) + "." for slow, fast in CROSSOVERS]
+    step = [[f"{r['local']:,}", f"{r.get('CG its', 0):.1f}"] + [us(r.get(n)) for n in names] +
+            [_ratio(r.get("p-CG"), r.get("PETSc pipecg")), _ratio(r.get("CG"), r.get("PETSc cg"))]
+            for r in rows if r["panel"] == "step"]
+    if step:
+        lines += ["", f"time per backward Euler step (us), about {STEP_ITERATIONS} iterations each, default "
+                  "arguments, a Solver (ours) or a KSP (PETSc's) set up once:",
+                  markdown_table(["unknowns per rank", "its/step"] + names + ["p-CG / pipecg", "CG / PETSc cg"], step)]
     return "\n".join(lines)
+
+
+def _ratio(a, b):
+    return "-" if a is None or not b else f"{a / b:.2f}"
+
+
+def _by_size(ax, rows, style):
+    """Each series of ``rows`` against unknowns per rank, log-log."""
+    for name, (color, fmt) in style.items():
+        points = [(r["local"], r[name]) for r in rows if r.get(name) is not None]
+        if points:
+            ax.loglog(*zip(*points), fmt, color=color, label=name, markersize=4)
 
 
 def plot(rows, path):
@@ -173,12 +216,8 @@ def plot(rows, path):
     import matplotlib.pyplot as plt
     style = {"CG": ("C0", "o-"), "p-CG": ("C3", "o-"), "p(2)-CG": ("C2", "s:"),
              "PETSc cg": ("C0", "x--"), "PETSc pipecg": ("C3", "x--")}
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
-    size = [r for r in rows if r["panel"] == "size"]
-    for name, (color, fmt) in style.items():
-        points = [(r["local"], r[name]) for r in size if r.get(name) is not None]
-        if points:
-            left.loglog(*zip(*points), fmt, color=color, label=name, markersize=4)
+    fig, (left, right, third) = plt.subplots(1, 3, figsize=(17, 4.8))
+    _by_size(left, [r for r in rows if r["panel"] == "size"], style)
     left.set_xlabel("unknowns per rank")
     left.set_ylabel("time per iteration (us)")
     left.set_title(f"as the machine is ({RANKS} ranks, shared memory)")
@@ -199,10 +238,14 @@ def plot(rows, path):
     right.set_ylabel("time per iteration (us)")
     local = lat[0]["local"] if lat else LATENCY_SIZE
     right.set_title(f"a large machine's reductions ({local:,} unknowns per rank)")
-    for ax in (left, right):
+    _by_size(third, [r for r in rows if r["panel"] == "step"], style)
+    third.set_xlabel("unknowns per rank")
+    third.set_ylabel("time per solve (us)")
+    third.set_title(f"whole solves: a backward Euler step, ~{STEP_ITERATIONS} iterations")
+    for ax in (left, right, third):
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=9)
-    fig.suptitle("make demo: CG, p-CG and p(2)-CG on the compiled loop, 2D Poisson with Jacobi")
+    fig.suptitle("make demo: CG, p-CG and p(2)-CG on the compiled loop, 2D Poisson and heat with Jacobi")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

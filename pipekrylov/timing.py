@@ -110,9 +110,11 @@ PETSC_STEPPERS = {"cg": "cg", "p-cg": "pipecg", "p(2)-cg": "pipelcg"}
 
 
 def heat(comm, total, c):
-    """Backward Euler for the heat equation on a 2D grid of ``total`` unknowns: the
-    matrix ``I + c L`` (``L`` the 5-point Laplacian's stencil, ``c = dt / h^2``) and the
-    first state, a smooth bump."""
+    """Backward Euler for the heat equation on a 2D grid of ``total`` unknowns with a
+    source: the matrix ``I + c L`` (``L`` the 5-point Laplacian's stencil, ``c = dt /
+    h^2``) and the first state, two Gaussian bumps (no eigenvector of ``L``, whose modes
+    are sines), which is the source's shape too (step k solves ``(I + c L) u_(k+1) = u_k
+    + s_k u_0``: :func:`source`)."""
     import scipy.sparse as sp
     from .matrix import DistributedCSR, poisson2d
     L = poisson2d(comm, *grid(total))
@@ -121,37 +123,44 @@ def heat(comm, total, c):
     A = DistributedCSR.from_local_rows(p, rows.indptr, rows.indices, rows.data, p.n)
     nx, ny = grid(total)
     i = np.arange(p.start, p.end)
-    u0 = np.sin(np.pi * (i % nx + 1) / (nx + 1)) * np.sin(np.pi * (i // nx + 1) / (ny + 1))
+    x, y = (i % nx + 1) / (nx + 1), (i // nx + 1) / (ny + 1)
+    u0 = np.exp(-((x - 0.3) ** 2 + (y - 0.6) ** 2) / 0.02) + 0.5 * np.exp(-((x - 0.7) ** 2 + (y - 0.25) ** 2) / 0.05)
     return A, u0
 
 
+def source(k):
+    """The source's strength in step k: it varies, so that the state keeps changing
+    (without it the state decays to zero and the solves to none)."""
+    return 0.5 * (1.0 + np.sin(0.7 * k))
+
+
 def calibrate_dt(comm, total, iterations, M="jacobi", rtol=1e-8):
-    """``c = dt / h^2`` for which a backward Euler step from the first state takes about
-    ``iterations`` iterations of CG (bisection on log c).  Collective."""
+    """``c = dt / h^2`` for which the first backward Euler step takes about ``iterations``
+    iterations of CG (bisection on log c).  Collective."""
     import pipekrylov as pk
     lo, hi = 1e-3, 1e4
-    for _ in range(24):
+    for _ in range(14):
         c = np.sqrt(lo * hi)
         A, u0 = heat(comm, total, c)
-        its = pk.Solver(A, "cg", M=M).solve(u0, u0, rtol=rtol).iterations
+        its = pk.Solver(A, "cg", M=M).solve(u0 + source(0) * u0, u0, rtol=rtol).iterations
         if its == iterations:
             break
         lo, hi = (c, hi) if its < iterations else (lo, c)
     return c
 
 
-def steppers(A, M, latency=0.0, rtol=1e-8):
-    """``{name: step(u) -> (new u, iterations)}``: our solvers through a Solver and through
-    the functions.  Collective (the Solvers' set-up)."""
+def steppers(A, u0, M, latency=0.0, rtol=1e-8):
+    """``{name: step(u, k) -> (u_(k+1), iterations)}``: our solvers through a Solver and
+    through the functions.  Collective (the Solvers' set-up)."""
     import pipekrylov as pk
     out = {}
     pcg, plcg = pk.pipelined("cg"), pk.pipelined("cg", depth=2)
     functions = {"cg": pk.cg, "p-cg": pcg, "p(2)-cg": plcg}
     for name in STEPPERS:
         solver = pk.Solver(A, name, M=M, latency=latency)
-        out[f"{name} Solver"] = (lambda s: lambda u: _step(s.solve(u, u, rtol=rtol)))(solver)
-        out[f"{name} function"] = (lambda f: lambda u: _step(f(A, u, u, rtol=rtol, M=M, latency=latency)))(
-            functions[name])
+        out[f"{name} Solver"] = (lambda s: lambda u, k: _step(s.solve(u + source(k) * u0, u, rtol=rtol)))(solver)
+        out[f"{name} function"] = (lambda f: lambda u, k: _step(f(A, u + source(k) * u0, u, rtol=rtol, M=M,
+                                                                   latency=latency)))(functions[name])
     return out
 
 
@@ -161,10 +170,11 @@ def _step(result):
     return result.x, result.iterations
 
 
-def petsc_steppers(A, M, rtol=1e-8):
-    """PETSc's cg, pipecg and pipelcg (depth 2, its default lmin = lmax = 0) on a KSP set up
-    once, each step ``VecCopy(x, b); KSPSolve(ksp, b, x)``: the time-stepping loop a PETSc
-    user writes.  Our solvers' norms: the unpreconditioned for cg and pipecg, the natural
+def petsc_steppers(A, u0, M, rtol=1e-8):
+    """PETSc's cg, pipecg and pipelcg (depth 2, its shifts on [0, 2], which hold the
+    spectrum of either preconditioned heat matrix: PETSc's default lmin = lmax = 0 takes
+    thousands of iterations here) on a KSP set up once, each step ``VecCopy(x, b);
+    VecAXPY(b, s_k, u0); KSPSolve(ksp, b, x)``: the time-stepping loop a PETSc user writes.  Our solvers' norms: the unpreconditioned for cg and pipecg, the natural
     for pipelcg (its only).  M: ``"jacobi"`` or ``"ic0"`` (block Jacobi, ICC(0) per rank)."""
     from petsc4py import PETSc
     from .petsc import aij, make_ksp
@@ -172,16 +182,19 @@ def petsc_steppers(A, M, rtol=1e-8):
     pc, options = ("jacobi", []) if M == "jacobi" else ("bjacobi", [("sub_pc_type", "icc")])
     out = {}
     for name, kind in PETSC_STEPPERS.items():
-        extra = [("ksp_pipelcg_pipel", 2)] if kind == "pipelcg" else []
-        ksp = make_ksp(mat, kind, pc, rtol=rtol, max_it=100000, unpreconditioned=kind != "pipelcg",
+        extra = [("ksp_pipelcg_pipel", 2), ("ksp_pipelcg_lmax", 2.0)] if kind == "pipelcg" else []
+        ksp = make_ksp(mat, kind, pc, rtol=rtol, max_it=10000, unpreconditioned=kind != "pipelcg",
                        options=options + extra)
         ksp.setInitialGuessNonzero(True)
         x, b = mat.createVecs()
+        shape = x.duplicate()
+        shape.array[:] = u0
 
-        def step(u, ksp=ksp, x=x, b=b):
+        def step(u, k, ksp=ksp, x=x, b=b, shape=shape):
             if u is not None:   # the first step: the state given
                 x.array[:] = u
             x.copy(b)
+            b.axpy(source(k), shape)
             ksp.solve(b, x)
             if ksp.getConvergedReason() <= 0:
                 raise RuntimeError(f"a PETSc {ksp.getType()} step did not converge")
@@ -190,10 +203,21 @@ def petsc_steppers(A, M, rtol=1e-8):
     return out
 
 
+def time_each(comm, steppers, u0, steps, repeat, row):
+    """``row`` with each stepper's time per step (us, under its name) and iterations per
+    step (``name + " its"``), from :func:`time_steps`; a stepper whose step did not
+    converge is left out.  Collective."""
+    for name, step in steppers.items():
+        measured = time_steps(comm, step, u0, steps, repeat)
+        if measured is not None:
+            row[name], row[name + " its"] = measured[0] * 1e6, measured[1]
+    return row
+
+
 def time_steps(comm, stepper, u0, steps, repeat=3):
     """``(seconds per step, iterations per step)``: ``steps`` steps from ``u0`` (the slowest
     rank's time), the best of ``repeat`` runs (each from ``u0``), compilation excluded (a
-    run first).  Collective."""
+    run first); None where a step did not converge.  Collective."""
     from mpi4py import MPI
     best, its = np.inf, 0
     for k in range(repeat + 1):
@@ -203,11 +227,13 @@ def time_steps(comm, stepper, u0, steps, repeat=3):
             comm.Barrier()
             t0 = time.perf_counter()
             u, total = u0, 0
-            for _ in range(steps):
-                new, n = stepper(u)
+            for step in range(steps):
+                new, n = stepper(u, step)
                 u = new if new is not None else None
                 total += n
             t = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        except RuntimeError:   # a solve that did not converge: on every rank alike
+            return None
         finally:
             gc.enable()
         if k:   # the first run warms (compiles, loads the caches)

@@ -42,3 +42,14 @@ def test_solve_json_record_keeps_the_preconditioner_and_runs_a_deep_pipeline():
     record = json.loads(out.stdout.strip().splitlines()[-1])
     assert record["preconditioner"] == "jacobi" and record["reason"] == "converged_rtol"
     assert record["true_residual"] < 1e-7 and record["pc"] >= 0.0   # "pc" is the PC's time
+
+
+def test_derive_code_prints_the_kernels_and_the_loop_that_runs():
+    """``derive cg --code`` prints the fused kernels and the generated loop: Python source
+    that compiles, and that defines the loop the solver runs."""
+    out = subprocess.run([sys.executable, "-m", "pipekrylov", "derive", "cg", "--code"],
+                         capture_output=True, text=True, timeout=300, env=clean_env())
+    assert out.returncode == 0, out.stderr[-2000:]
+    loop = out.stdout[out.stdout.index("# ---- the compiled loop"):].split("\n", 1)[1]
+    compile(loop, "<derived loop>", "exec")
+    assert "def p_cg(" in loop and "start(R, 0" in loop and "wait(R, 0" in loop

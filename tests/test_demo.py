@@ -35,11 +35,13 @@ def test_a_quick_demo_runs_end_to_end(tmp_path):
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     rows = json.loads((tmp_path / "demo.json").read_text())
     panels = [r["panel"] for r in rows]
-    assert panels == ["size", "size", "latency", "latency"]
+    assert panels == ["size", "size", "latency", "latency", "step", "step"]
     series = {"CG", "p-CG", "p(2)-CG"} | ({"PETSc cg", "PETSc pipecg"} if _has_petsc() else set())
-    assert series <= set(rows[0])
+    assert series <= set(rows[0]) and series <= set(rows[-1])
+    assert all(r["CG its"] >= 1 for r in rows if r["panel"] == "step")
     assert (tmp_path / "demo.png").stat().st_size > 10_000
     assert "| unknowns per rank |" in out.stdout and "latency (us)" in out.stdout
+    assert "time per backward Euler step" in out.stdout
 
 
 def _has_petsc():

@@ -66,7 +66,7 @@ def test_deep_module_table_matches_the_code():
     assert listed == _module_files("deep")
 
 
-@pytest.mark.parametrize("package", ["derive", "deep", "petsc"])
+@pytest.mark.parametrize("package", ["derive", "deep", "petsc", "loops", "runtime", "solvers", "kernels"])
 def test_design_names_every_module(package):
     with open(os.path.join(ROOT, "docs", "design.md")) as f:
         text = f.read()

@@ -6,7 +6,6 @@ import scipy.sparse as sp
 import pipekrylov as pk
 from pipekrylov.matrix import generators
 from pipekrylov.parallel import RowPartition
-from pipekrylov.parallel.reduction import FusedReduction
 from helpers import MATRICES, load, matrix_path, reference_stencil, rel
 
 GENERATED = ["poisson2d", "poisson3d", "anisotropic2d", "convection_diffusion2d"]
@@ -147,31 +146,6 @@ def test_halo_exchange_delivers_the_ghost_values(comm):
     assert np.array_equal(ghosts, x[D.ghost_columns])
     if comm.size > 1:
         assert D.halo.nghosts > 0
-
-
-@pytest.mark.mpi
-def test_fused_reduction_equals_global_dots(comm):
-    D = pk.poisson2d(comm, 9)
-    rng = np.random.default_rng(1)
-    u, v = rng.random(D.shape[0]), rng.random(D.shape[0])
-    red = FusedReduction(comm)
-    pending = red.start([D.scatter(u) @ D.scatter(v), D.scatter(u) @ D.scatter(u)], "two dots")
-    with red.work("spmv"):
-        D.matvec(D.scatter(u), progress=red.progress)
-    uv, uu = pending.wait()
-    assert abs(uv - u @ v) < 1e-12 * abs(u @ v) and abs(uu - u @ u) < 1e-12 * (u @ u)
-    kinds = [e.kind for e in red.events]
-    assert kinds == ["start", "work", "wait"]
-
-
-@pytest.mark.mpi
-def test_injected_latency_delays_the_wait(comm):
-    red = FusedReduction(comm, latency=0.02)
-    pending = red.start([1.0])
-    assert pending.wait()[0] == comm.size
-    wait = [e for e in red.events if e.kind == "wait"][0]
-    start = [e for e in red.events if e.kind == "start"][0]
-    assert wait.end - start.start >= 0.02
 
 
 @pytest.mark.mpi

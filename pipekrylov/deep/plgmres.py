@@ -1,163 +1,126 @@
-"""p(l)-GMRES: restarted GMRES with a pipeline of depth l (Ghysels, Ashby, Meerbergen &
-Vanroose, SISC 2013), right preconditioned.
+"""p(l)-GMRES's driver: the shifts and the cycles (its loop, one compiled function for every
+depth: :mod:`pipekrylov.loops.plgmres`).
 
-Arnoldi on ``B = A M`` carried out on the auxiliary basis of :mod:`.basis`; each
-iteration starts one reduction (the new ``z`` against every ``v`` and the last ``l``
-``z``'s) and waits for the one started ``l`` iterations earlier:
+**Shifts.**  Real Chebyshev points of ``[min(0, min Re theta), max Re theta + bound]`` of
+the Ritz values ``theta`` of Arnoldi steps on ``A M`` from the first residual (``bound``
+the residual norm of the rightmost), until that bound is 1% of it (at most
+``estimate_steps``): blocking steps, not counted as iterations, once per
+:class:`~pipekrylov.Solver` (a solver keeps its shifts).  ``interval`` or ``shifts`` give
+them instead.  Real shifts keep the recurrences real; Ghysels et al. also use complex
+Leja-ordered Ritz values in pairs.
 
-    it = 0 .. l-1  (fill)   z_(it+1) = (B - sigma_it) z_it;  start <z_(it+1), z_j>, j <= it+1
-    it >= l, c = it-l+1, k = c-1:
-        w = B z_it                                   # overlaps the reductions in flight
-        wait column c; finish G[:, c] (Cholesky step)
-        H[:, k] = (G B[:, k] - H[:, :k] G[:k, k]) / G[k, k]      # from A M Z = Z B, Z = V G
-        v_c = (z_c - V G[:c, c]) / G[c, c]
-        z_(it+1) = (w - sum_r H[r, k] z_(r+l)) / H[k+1, k]
-        start <z_(it+1), v_j> (j <= c), <z_(it+1), z_j> (c < j <= it+1)
-        Givens rotation of H[:, k]: the residual estimate of iteration k+1
-
-``B`` (the matrix of the ``z`` recurrence) holds the shifts in its first ``l`` columns
-and ``H`` shifted down by ``l`` after that.  At the end of a cycle the pipeline drains:
-the last ``l`` iterations of a cycle have no operator application to hide behind.
+**Cycles.**  A cycle ends after ``restart`` iterations, at convergence (confirmed against
+``b - A x``), or at a square-root breakdown of the basis, after which the next starts from
+the iterate reached (:data:`MAX_RESTARTS` times at most, and not where a cycle made no
+progress).
 """
 import numpy as np
-import scipy.linalg as la
 
-from ..solvers.common import Breakdown, SolverRun
-from ..loops.gmres import _rotate_column
-from .basis import BandedColumns, BasisBreakdown, complete_column
-from .pipeline import Pipeline, VectorPool
-from .spectrum import resolve_shifts
+from ..loops import Labels, LoopSpec
+from ..loops import plgmres as loop
+from ..runtime import layout as L
+from ..solvers.driver import Finished
+from ..solvers.result import Breakdown
+from ..solvers.solver import solve_once
+from .plcg import _shift_rule
+from .spectrum import chebyshev_shifts, estimate_spectrum, interval_from_ritz
 
-__all__ = ["plgmres"]
+__all__ = ["plgmres", "DeepGMRES", "MAX_RESTARTS"]
 
 MAX_RESTARTS = 50
 
 
 def plgmres(A, b, x0=None, *, depth=1, restart=30, shifts="auto", interval=None, rtol=1e-5, atol=0.0,
-            maxiter=None, M=None, callback=None, comm=None, monitor=False, latency=0.0,
-            estimate_steps=30):
+            maxiter=None, M=None, callback=None, comm=None, monitor=False, latency=0.0, estimate_steps=30,
+            loop="auto"):
     """Solve ``A x = b`` by p(l)-GMRES(``restart``) with pipeline depth ``depth``.  Collective.
 
     Arguments and result as :func:`pipekrylov.gmres`, plus ``depth`` (``1 <= depth <=
     restart``), ``shifts``, ``interval`` and ``estimate_steps`` as :func:`pipekrylov.deep.plcg`
-    (``'auto'``: Chebyshev points on ``[min(0, min Re theta), max Re theta + bound]`` of
-    the Ritz values ``theta`` of Arnoldi steps on ``A M``, ``bound`` the residual norm of
-    the rightmost one).  Real
-    shifts keep the recurrences real; Ghysels et al. also use complex Leja-ordered Ritz
-    values in pairs.  The result also has ``restarts`` (cycles cut short by a
-    breakdown or a failed true-residual check) and ``shifts``.
+    (see the module's docstring for the estimate), and ``loop`` (the compiled loop, or the
+    same loop interpreted).  The result also has ``restarts`` (cycles cut short by a
+    breakdown) and ``shifts``.
     """
-    depth, restart = int(depth), int(restart)
-    run = SolverRun(f"p({depth})-gmres", A, b, x0, rtol, atol, maxiter, M, callback, comm,
-                    monitor, latency)
-    if depth < 1 or restart < depth:
-        raise ValueError(f"need 1 <= depth <= restart, got depth={depth}, restart={restart}")
-    return run.run(lambda run: _solve(run, depth, restart, shifts, interval, int(estimate_steps)))
+    spec = DeepGMRES(depth, restart, shifts=shifts, interval=interval, estimate_steps=estimate_steps)
+    return solve_once(spec, A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback, comm=comm,
+                      monitor=monitor, latency=latency, loop=loop)
 
 
-def _solve(run, l, m, shifts, interval, estimate_steps):
-    run.shifts = resolve_shifts(run, shifts, interval, l, estimate_steps, symmetric=False)(l)
-    first = True
-    while run.iterations < run.maxiter:
-        before = run.iterations
-        pipe = Pipeline(run.reduction)
-        try:
-            outcome = _cycle(run, l, m, run.shifts, pipe, report_initial=first)
-        finally:
-            pipe.drain()
-        if outcome == "converged":
-            return run.x, run.iterations, run.stop_reason()
-        first = False
-        if outcome == "breakdown":
-            run.restarts += 1
-            if run.restarts > MAX_RESTARTS or run.iterations == before:
-                raise Breakdown("diverged_breakdown", f"p({l})-GMRES: {run.last_breakdown}")
-    return run.x, run.iterations, "diverged_its"
+class DeepGMRES(LoopSpec):
+    """p(l)-GMRES's loop and its hooks; options checked here, alike on every rank."""
 
+    def __init__(self, depth, restart=30, shifts="auto", interval=None, estimate_steps=30):
+        depth, restart = int(depth), int(restart)
+        if depth < 1 or restart < depth:
+            raise ValueError(f"need 1 <= depth <= restart, got depth={depth}, restart={restart}")
+        self.depth, self.restart, self.estimate_steps = depth, restart, max(1, int(estimate_steps))
+        self.rule = _shift_rule(shifts, interval, depth)
+        self.options = (shifts, interval, estimate_steps)
+        super().__init__(f"p({depth})-gmres", loop.plgmres, Labels(loop.LABELS, columns=True), self._workspace,
+                         loop.S_SIZE, self._breakdown, slots=depth + 2, width=restart + depth + 2, norms=1)
 
-def _cycle(run, l, m, sigma, pipe, report_initial):
-    """One cycle of at most ``m`` iterations from ``run.x``: 'converged', 'full' or 'breakdown'."""
-    A, x = run.A, run.x
-    n = len(x)
-    apply_B = pipe.operator(run, right=True)
-    pool = VectorPool(n)
-    Z, V = np.zeros((m + 1, n)), np.zeros((m + 1, n))
-    Z[0] = run.b - A.matvec(x)
-    pipe.start(0, [Z[0] @ Z[0]])
-    for it in range(l):                                  # fill
-        w, _ = apply_B(Z[it], pool)
-        np.subtract(w, sigma[it] * Z[it], out=Z[it + 1])
-        pool.give(w)
-        pipe.start(it + 1, Z[:it + 2] @ Z[it + 1])
+    @property
+    def key(self):
+        return f"{self.name} restart={self.restart} " + " ".join(map(repr, self.options))
 
-    G = BandedColumns(m + 2, m + 2)
-    H, R = np.zeros((m + 1, m)), np.zeros((m + 1, m))   # R: H with the Givens rotations applied
-    g, cs, sn = np.zeros(m + 1), np.zeros(m), np.zeros(m)
-    done, outcome = 0, "full"
-    for it in range(l, m + l):
-        c, k = it - l + 1, it - l
-        w = apply_B(Z[it], pool)[0] if it < m else None  # z_(it+1) is needed up to z_m
-        if it == l:
-            beta = float(np.sqrt(max(pipe.wait(0)[0], 0.0)))
-            converged = run.converged(run.iterations, beta) if report_initial else beta <= run.atol
-            if converged or beta == 0.0:
-                return "converged"
-            Z[:l + 1] /= beta
-            if w is not None:
-                w /= beta
-            V[0] = Z[0]
-            G.new_column(0)
-            G[0, 0] = 1.0
-            g[0] = beta
-        gram = pipe.wait(c)
-        try:
-            G.new_column(c)
-            if c <= l:                                   # fill columns: z's were not scaled yet
-                complete_column(G, c, 0, gram / beta**2)
-            else:
-                for r in range(c - l + 1):
-                    G[r, c] = gram[r]
-                complete_column(G, c, c - l + 1, gram[c - l + 1:])
-        except BasisBreakdown as exc:
-            run.last_breakdown, outcome = str(exc), "breakdown"
-            pool.give(w)
-            break
-        H[:c + 1, k] = _hessenberg_column(G, H, sigma, k, l)
-        V[c] = (Z[c] - G.rows(c, 0, c) @ V[:c]) / G[c, c]
-        if w is not None:
-            np.subtract(w, H[:k + 1, k] @ Z[l:it + 1], out=Z[it + 1])
-            Z[it + 1] /= H[k + 1, k]
-            pool.give(w)
-            pipe.start(it + 1, np.concatenate([V[:c + 1] @ Z[it + 1], Z[c + 1:it + 2] @ Z[it + 1]]))
-        R[:k + 2, k] = H[:k + 2, k]                     # H itself stays unrotated for B
-        estimate = _rotate_column(R, g, cs, sn, k)
-        if estimate < 0:
-            raise Breakdown("diverged_breakdown", "GMRES: zero column in the Hessenberg matrix")
-        done = k + 1
-        run.iterations += 1
-        happy = not abs(H[k + 1, k]) > 1e-14 * abs(R[k, k])
-        if run.converged(run.iterations, estimate) or happy:
-            outcome = "converged"
-            break
-        if run.iterations >= run.maxiter:
-            break
-    if done:
-        y = la.solve_triangular(R[:done, :done], g[:done])
-        step = y @ V[:done]
-        x += run.precondition(step, np.empty_like(step)) if run.M is not None else step
-        run.iterated(x)
-    if outcome == "converged" and not run.true_residual_passes(x):
-        outcome = "full"
-    return outcome
+    def _workspace(self, n, preconditioned):
+        return loop.workspace(n, self.depth, self.restart)
 
+    def _breakdown(self, check, value):
+        if check == loop.ZERO_COLUMN:
+            return Breakdown("diverged_breakdown", "GMRES: zero column in the Hessenberg matrix")
+        return Breakdown("diverged_breakdown", f"square-root breakdown: argument {value:.3e} <= 0")
 
-def _hessenberg_column(G, H, sigma, k, l):
-    """Column k of the Arnoldi matrix from ``H G = G B`` (columns 0..k+1 of G known)."""
-    c = k + 1
-    Gc = np.column_stack([G.rows(j, 0, c + 1) for j in range(c + 1)])
-    b = np.zeros(c + 1)
-    if k < l:               # A M z_k = z_(k+1) + sigma_k z_k
-        b[k], b[k + 1] = sigma[k], 1.0
-    else:                   # A M z_k = sum_r H[r, k-l] z_(r+l)
-        b[l:k + 2] = H[:k - l + 2, k - l]
-    return (Gc @ b - H[:c + 1, :k] @ Gc[:k, k]) / Gc[k, k]
+    def _w(self, solver, name):
+        return solver.W[loop.W_NAMES.index(name)]
+
+    # -------------------------------------------------------------- hooks
+    def prepare(self, solver):
+        J = self._w(solver, "J")
+        J[:] = 0
+        J[loop.DEPTH], J[loop.REPORT] = self.depth, 1
+
+    def begin(self, solver, run):
+        """The shifts: given, kept from an earlier solve, or estimated now (collective)."""
+        rule = self.rule or getattr(solver, "shift_rule", None)
+        if rule is None:
+            ritz, bound = estimate_spectrum(solver, run.x, run.b, self.estimate_steps, symmetric=False)
+            bounds = interval_from_ritz(ritz, bound) if ritz.size else (0.0, 1.0)
+            rule = solver.shift_rule = lambda d: chebyshev_shifts(d, *bounds)
+        solver.first_shifts = rule(self.depth)
+        self._w(solver, "sigma")[:] = solver.first_shifts
+        solver.cycle_start = 0
+
+    def after_test(self, solver, passed):
+        """The loop decides (its cycle's reductions in flight complete first)."""
+        return int(solver.I[L.RESUME])
+
+    def event(self, solver, run, event):
+        if event != L.RESTART:
+            return super().event(solver, run, event)
+        if self._w(solver, "J")[loop.CAUSE] == loop.NOT_CONFIRMED:
+            run.replace_last(float(solver.F[L.VALUE]))
+        self._next_cycle(solver)
+
+    def broke_down(self, solver, run, breakdown):
+        """A square-root breakdown cuts the cycle short: the next starts from the iterate
+        reached; a cycle that made no progress, or too many restarts, end the solve."""
+        I = solver.I
+        if int(I[L.CHECK]) != loop.SQUARE_ROOT:
+            return False
+        I[L.RESTARTS] += 1
+        if I[L.RESTARTS] > MAX_RESTARTS or I[L.DONE] == solver.cycle_start:
+            raise Breakdown("diverged_breakdown", f"{self.name}: {breakdown}")
+        self._next_cycle(solver)
+        return True
+
+    def _next_cycle(self, solver):
+        I = solver.I
+        if I[L.DONE] >= I[L.MAXITER]:
+            raise Finished("diverged_its")
+        self._w(solver, "J")[loop.REPORT] = 0
+        solver.cycle_start = int(I[L.DONE])
+        I[L.RESUME] = L.FROM_X
+
+    def report(self, solver):
+        return {"shifts": solver.first_shifts, "depth": self.depth}

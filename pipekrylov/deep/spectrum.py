@@ -5,9 +5,10 @@ and loses the small eigencomponents for ``l >= 3``; Chebyshev shifts on an inter
 that contains the spectrum keep ``|P_l|`` small on it (Cornelis, Cools & Vanroose 2018;
 Ghysels et al. 2013 use the same idea for p(l)-GMRES).
 
-The interval comes from the solver's own estimate (:func:`estimate_spectrum`): Lanczos
-or Arnoldi steps from the initial residual until the largest Ritz value's residual
-bound is 1% of it; the interval ends at that Ritz value plus its bound.  The end must be
+The interval comes from the solver's own estimate: steps of Lanczos (p(l)-CG's start,
+by CG's recurrences, judged by :func:`ritz_bound`) or of Arnoldi (p(l)-GMRES:
+:func:`estimate_spectrum`) from the initial residual until the largest Ritz value's
+residual bound is 1% of it; the interval ends at that Ritz value plus its bound.  The end must be
 close: on the SuiteSparse matrices a 10% over- or underestimate of ``lambda_max`` cost
 p(l)-CG square-root breakdowns and up to 3x the iterations at l >= 3 where the exact
 value cost none (measured, docs/deep.md).  (Running the steps as counted iterations that
@@ -17,8 +18,8 @@ iterations on 2D Poisson.)
 import numpy as np
 import scipy.linalg as la
 
-__all__ = ["chebyshev_shifts", "resolve_shifts", "estimate_spectrum", "interval_from_ritz", "ritz_bound",
-           "krylov_basis", "KrylovBasis"]
+__all__ = ["chebyshev_shifts", "estimate_spectrum", "interval_from_ritz", "ritz_bound", "krylov_basis",
+           "KrylovBasis"]
 
 def chebyshev_shifts(depth, lmin, lmax):
     """The ``depth`` Chebyshev points of ``[lmin, lmax]`` (roots of T_depth, mapped)."""
@@ -35,39 +36,9 @@ def interval_from_ritz(ritz, bound=0.0):
     return min(0.0, re.min()), re.max() + bound
 
 
-def resolve_shifts(run, shifts, interval, depth, estimate_steps, symmetric):
-    """The shift rule a solver uses: a function ``depth -> shifts`` (the depth can drop
-    after a breakdown).  ``interval=(lmin, lmax)``: its Chebyshev points (PETSc's
-    ``-ksp_pipelcg_lmin/lmax``).  Otherwise ``shifts``: ``'auto'`` (the Chebyshev points
-    of :func:`interval_from_ritz` of :func:`estimate_spectrum`), a number (all equal; 0
-    is the monomial basis) or ``depth`` explicit values (a smaller depth takes the first
-    ones)."""
-    if interval is not None:
-        bounds = np.asarray(interval, dtype=np.float64)
-        if bounds.shape != (2,) or not np.all(np.isfinite(bounds)) or bounds[0] >= bounds[1]:
-            raise ValueError(f"interval must be (lmin, lmax) with lmin < lmax, got {interval!r}")
-        return lambda d: chebyshev_shifts(d, *bounds)
-    if isinstance(shifts, str):
-        if shifts != "auto":
-            raise ValueError(f"shifts must be 'auto', a number or {depth} numbers, got {shifts!r}")
-        ritz, bound = estimate_spectrum(run, max(1, estimate_steps), symmetric)
-        if not ritz.size:
-            return np.zeros
-        bounds = interval_from_ritz(ritz, bound)
-        return lambda d: chebyshev_shifts(d, *bounds)
-    values = np.atleast_1d(np.asarray(shifts, dtype=np.float64))
-    if values.ndim != 1 or not np.all(np.isfinite(values)):
-        raise ValueError(f"shifts must be finite numbers, got {shifts!r}")
-    if values.size == 1:
-        return lambda d: np.full(d, values[0])
-    if values.size == depth:
-        return lambda d: values[:d]
-    raise ValueError(f"shifts: give 'auto', a number or {depth} values, got {values.size} values "
-                     "(an interval goes in interval=(lmin, lmax))")
-
-
-def estimate_spectrum(run, steps, symmetric, tolerance=0.01):
-    """Ritz values from at most ``steps`` Arnoldi steps from the initial residual.  Collective.
+def estimate_spectrum(solver, x, b, steps, symmetric, tolerance=0.01):
+    """Ritz values from at most ``steps`` Arnoldi steps from ``b - A x`` on ``solver``'s
+    operands.  Collective.
 
     ``symmetric``: Lanczos on ``M A`` in the ``M^-1`` inner product (the operator of
     preconditioned CG); otherwise Arnoldi on ``A M`` (right-preconditioned GMRES).  Stops
@@ -80,7 +51,8 @@ def estimate_spectrum(run, steps, symmetric, tolerance=0.01):
         ritz, bound = _largest_ritz_bound(H[:j + 2, :j + 1], symmetric)
         return bound <= tolerance * abs(np.real(ritz).max())
 
-    basis = krylov_basis(run, run.b - run.A.matvec(run.x), steps, symmetric, stop=converged)
+    r = b - solver.apply("A", x, np.empty_like(x))
+    basis = krylov_basis(solver, r, steps, symmetric, stop=converged)
     if basis.beta == 0.0:
         return np.array([]), 0.0
     k = basis.steps
@@ -96,33 +68,27 @@ class KrylovBasis:
     def __init__(self, V, U, H, beta, steps, invariant):
         self.V, self.U, self.H, self.beta, self.steps, self.invariant = V, U, H, beta, steps, invariant
 
-    def tridiagonal(self):
-        """Lanczos's ``T`` (``steps + 1`` square) from ``H``'s diagonal and subdiagonal;
-        its last diagonal entry, not computed yet, reads 0."""
-        k = self.steps
-        gamma, delta = np.r_[np.diag(self.H)[:k], 0.0], np.diag(self.H, -1)[:k]
-        return np.diag(gamma) + np.diag(delta, 1) + np.diag(delta, -1)
 
-
-def krylov_basis(run, r, steps, symmetric, stop=None, apply=None):
-    """Arnoldi (Lanczos for ``symmetric``) from the residual ``r``, orthogonalized twice by
-    classical Gram-Schmidt with blocking reductions.  Collective.
+def krylov_basis(solver, r, steps, symmetric, stop=None):
+    """Arnoldi (Lanczos for ``symmetric``) from the residual ``r`` on ``solver``'s operands,
+    orthogonalized twice by classical Gram-Schmidt with blocking reductions.  Collective.
 
     ``symmetric``: the operator is ``M A`` in the ``M^-1`` inner product (so ``U`` keeps the
     ``M^-1`` partners the inner product needs); otherwise ``A M`` in the 2-inner product.
-    ``stop(H, j)`` after step ``j`` ends it early; ``apply(v) -> (A v, M A v)`` replaces
-    the operator (a caller's traced one).
+    ``stop(H, j)`` after step ``j`` ends it early.
     """
-    A, reduce = run.A, run.reduction.allreduce
-    if apply is None and symmetric:
+    def reduce(values, label):
+        return solver.reduce(values, label)
+
+    if symmetric:
         def apply(v):
-            uw = A.matvec(v)
-            return uw, run.precondition(uw, np.empty_like(uw))
-    elif apply is None:
+            uw = solver.apply("A", v, np.empty_like(v))
+            return uw, solver.apply("M", uw, np.empty_like(uw))
+    else:
         def apply(v):
-            w = A.matvec(run.precondition(v, np.empty_like(v)))
+            w = solver.apply("AM", v, np.empty_like(v))
             return w, w
-    v = run.precondition(r, np.empty_like(r)) if symmetric else r
+    v = solver.apply("M", r, np.empty_like(r)) if symmetric else r
     beta = float(np.sqrt(max(reduce([r @ v], "Krylov ||r||")[0], 0.0)))
     H = np.zeros((steps + 1, steps))
     if beta == 0.0:

@@ -3,8 +3,8 @@
 Per reduction point one Numba kernel: the fused update of that segment with the local
 dot products of the next reduction, in one pass over memory.  :func:`generate` returns
 them with the schedule's scalar steps compiled and the storage the solver needs;
-``code.source`` prints the schedule and the kernels.  The loops that run the code are
-:mod:`.pyloop` (Python) and :mod:`.compiled` (one Numba function, :mod:`.loopgen`).
+``code.source`` prints the schedule and the kernels.  The loop that runs them is generated
+by :mod:`.loopgen` (one function, compiled or interpreted; its hooks: :mod:`.solver`).
 """
 import numpy as np
 

@@ -81,14 +81,26 @@ def fused_kernel(statements, dots=(), scalars=(), exact=False):
 
 @jit(["float64(float64[::1], float64[::1])"], fastmath=False, refcount=False)
 def dot(a, b):
-    """The local dot product, summed in index order.  The compiled and the Python loop of
-    a derived method start with it: in order, its sum does not depend on where the code
-    is compiled (BLAS's order depends on the CPU; a reassociated loop inlined into the
-    compiled loop is vectorized anew and sums differently than when called alone)."""
-    s = 0.0
-    for i in range(a.shape[0]):
-        s += a[i] * b[i]
-    return s
+    """The local dot product in eight interleaved sums, added in a fixed order: IEEE
+    arithmetic, so its bits do not depend on where the code is compiled or inlined (a
+    reassociated sum is vectorized, and rounded, as each caller's compilation decides;
+    BLAS's order depends on the CPU), and the eight independent sums fill a vector
+    register (a sum in index order waits for each addition: 1 ns an entry)."""
+    n = a.shape[0]
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    for q in range(n // 8):
+        j = 8 * q
+        s0 += a[j] * b[j]
+        s1 += a[j + 1] * b[j + 1]
+        s2 += a[j + 2] * b[j + 2]
+        s3 += a[j + 3] * b[j + 3]
+        s4 += a[j + 4] * b[j + 4]
+        s5 += a[j + 5] * b[j + 5]
+        s6 += a[j + 6] * b[j + 6]
+        s7 += a[j + 7] * b[j + 7]
+    for j in range(n - n % 8, n):
+        s0 += a[j] * b[j]
+    return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
 
 
 def _parse(statements, scalars):

@@ -131,6 +131,10 @@ class LoopSpec:
     def prepare(self, solver):
         """Before each solve: the method's own fields of the state."""
 
+    def begin(self, solver, run):
+        """Before the loop's first call of a solve, with its iterate and right-hand side
+        (collective where the method communicates in it)."""
+
     def after_test(self, solver, passed):
         """Where the loop resumes after a residual test the driver made (its monitor's), or
         None when the solve has converged."""

@@ -7,8 +7,9 @@ applications.  The method is Lanczos on ``B = M A`` (in the ``M^-1`` inner produ
 carried out on the auxiliary basis of :mod:`pipekrylov.deep.basis`, with the CG iterate
 formed from the tridiagonal Lanczos matrix by its LDL^T factorization (D-Lanczos)::
 
-    start: 2l Lanczos steps by CG's recurrences (one blocking reduction each: the
-           Lanczos vectors are CG's preconditioned residuals, T holds CG's coefficients),
+    start: 2l Lanczos steps by pipelined CG's recurrences (one reduction each, overlapping
+           an operator application: the Lanczos vectors are CG's preconditioned
+           residuals, T holds CG's coefficients),
            and from their V and T, exactly: G[:, c] = P_c(T) e_0 (c <= l), P_l(T) e_(c-l)
            (c <= 2l), z_c = V G[:, c] and the first intermediate bases
     it >= l, c = it-l+1, k = c-1 (for c <= 2l, z and G come from the start):
@@ -21,8 +22,9 @@ formed from the tridiagonal Lanczos matrix by its LDL^T factorization (D-Lanczos
         start <z_(it+1), v_c>, <z_(it+1), z_j> (j = c+1 .. it+1), <z_(it+1), v_(c-1)>
         x += zeta_k p_k                              # D-Lanczos: the CG iterate x_(k+1)
 
-Made by CG's recurrences, a start step takes one reduction where classical Lanczos,
-orthogonalized twice, took three.  While the shifts are still to be estimated (a solve's
+Made by pipelined CG's recurrences, a start step takes one reduction, hidden behind an
+operator application, where classical Lanczos, orthogonalized twice, took three blocking
+ones.  While the shifts are still to be estimated (a solve's
 first, without shifts given) the steps go on past 2l, uncounted, and the loop returns
 after each (ESTIMATE) for its driver to judge the largest Ritz value of T, as PETSc's
 KSPChebyshev estimates its interval; only the first 2l make the start.
@@ -44,8 +46,8 @@ from ..runtime.layout import (AFTER_TEST, ATOL, BEGIN, BREAKDOWN, CHECK, CONFIRM
                               HIST, ITERATED, ITERATION, MAX_ITERATIONS, MAXITER, MPI_FAILED, NANORINF, NONE, RESTART, RESUME,
                               RNORM, STOP_AT_TEST, STOP_EVERY, TESTED, TOP, TRACE, VALUE)
 from ..runtime.operators import apply_operator, precondition
-from ..runtime.reduce import allreduce, drain, start, wait
-from ..runtime.steps import confirm, tolerance
+from ..runtime.reduce import drain, start, wait
+from ..runtime.steps import confirm, residual_test, tolerance
 from . import loop
 
 __all__ = ["plcg", "workspace", "W_NAMES", "LANCZOS", "TEST", "LABELS"]
@@ -53,15 +55,16 @@ __all__ = ["plcg", "workspace", "W_NAMES", "LANCZOS", "TEST", "LABELS"]
 level_update = fused_kernel(["q = a*qk + d*top - e*qm"], scalars=["a", "d", "e"]).function
 solution_update = fused_kernel(["p = a*p + t*v", "x = x + zeta*p"], scalars=["a", "t", "zeta"]).function
 residual = fused_kernel(["r = b - r"]).function
-cg_step = fused_kernel(["p = u + beta*p", "s = w + beta*s", "r = r - alpha*s"], scalars=["beta", "alpha"],
-                       exact=True).function
+cg_step = fused_kernel(["p = u + beta*p", "s = w + beta*s", "q = m + beta*q", "z = n + beta*z", "r = r - alpha*s",
+                        "u = u - alpha*q", "w = w - alpha*z"], scalars=["beta", "alpha"], exact=True).function
 clear = fused_kernel(["y = 0"]).function
 
 LANCZOS, TEST = 6, 7   # p(l)-CG's own resume points: the start's next Lanczos step; an iteration's test
 LANCZOS_LABEL, TRUE_LABEL = -1, -2     # the labels of the reductions that are not columns of G
 LABELS = ("Lanczos (r,Mr) (AMr,Mr)", "true ||r||")
 W_NAMES = ("Z", "U", "Q", "V", "Uv", "EXZ", "EXU", "EXL", "PM", "T", "Gd", "gamma", "delta", "sigma", "tdiag",
-           "toff", "p", "r", "u", "w", "pd", "s", "true_r", "true_z", "coef", "out", "y", "rows", "J")
+           "toff", "p", "r", "u", "w", "pd", "s", "mw", "amw", "sq", "sz", "true_r", "true_z", "coef", "out", "y",
+           "rows", "J")
 
 # the method's integers J
 (DEPTH,          # l, this cycle's depth
@@ -93,15 +96,15 @@ def workspace(n, depth, estimate_steps):
             zeros((2 * l + 2, 2 * l + 1)),               # Gd: the band of G's last 2l + 2 columns
             zeros(l + 2), zeros(l + 2), zeros(l),         # gamma, delta: rings; sigma: the shifts
             zeros(steps), zeros(steps),                   # tdiag, toff: T of the start's (and estimate's) steps
-            *(zeros(n) for _ in range(8)),                # p, r, u, w, pd, s, true_r, true_z
+            *(zeros(n) for _ in range(12)),               # p, r, u, w, pd, s, mw, amw, sq, sz, true_r, true_z
             zeros(3), zeros(1), zeros(s + 1), np.zeros(max(1, l), np.int64),   # coef, out, y, rows
             np.zeros(J_SIZE, np.int64))                   # J
 
 
 @loop
 def plcg(W, x, b, S, I, F, hist, trace, A, P, R):
-    (Z, U, Q, V, Uv, EXZ, EXU, EXL, PM, T, Gd, gamma, delta, sigma, tdiag, toff, p, r, u, w, pd, s, true_r,
-     true_z, coef, out, y, rows, J) = W
+    (Z, U, Q, V, Uv, EXZ, EXU, EXL, PM, T, Gd, gamma, delta, sigma, tdiag, toff, p, r, u, w, pd, s, mw, amw, sq,
+     sz, true_r, true_z, coef, out, y, rows, J) = W
     l = J[DEPTH]
     L, NS, RG, WIDTH, KEEP, NDOTS = l + 3, l + 1, l + 2, 2 * l + 1, 2 * l + 2, l + 2
     columns = 2 * l          # the start's exact columns of G: z_j of l < j <= columns
@@ -231,19 +234,11 @@ def plcg(W, x, b, S, I, F, hist, trace, A, P, R):
         k = it - l
         if resume == TEST:
             resume = AFTER_TEST
-            rnorm = abs(S[ZETA]) * delta[k % RG] / S[ETA]
-            F[RNORM] = rnorm
             J[FIRST_TEST] = 0
-            if I[STOP_AT_TEST] != 0:
-                event = TESTED
-                break
-            hist[I[HIST]] = rnorm
-            I[HIST] += 1
-            if not np.isfinite(rnorm):
-                event = NANORINF
-                break
-            if rnorm <= F[ATOL]:
+            event = residual_test(abs(S[ZETA]) * delta[k % RG] / S[ETA], hist, I, F)
+            if event == CONVERGED:
                 event = _confirmed(A, P, x, b, true_r, true_z, R, I, F, trace, hist, J)
+            if event != NONE:
                 break
         if it0 + k + 1 >= I[MAXITER]:
             event = MAX_ITERATIONS
@@ -260,11 +255,12 @@ def plcg(W, x, b, S, I, F, hist, trace, A, P, R):
 @loop
 def _cycle_start(W, x, b, S, I, F, hist, trace, A, P, R, first):
     """A cycle's first reduction: r = b - A x, u = M r, w = A u; (r, u) and (w, u) (and in
-    the solve's ``first``, (b, M b): the natural norm's tolerance); its residual
-    ``||r||_M`` tested (reported in the solve's first cycle).  NONE to go on to the Lanczos
-    steps, else the event that ends the cycle."""
-    (Z, U, Q, V, Uv, EXZ, EXU, EXL, PM, T, Gd, gamma, delta, sigma, tdiag, toff, p, r, u, w, pd, s, true_r,
-     true_z, coef, out, y, rows, J) = W
+    the solve's ``first``, (b, M b): the natural norm's tolerance), overlapping the first
+    Lanczos step's ``M w`` and ``A M w``; its residual ``||r||_M`` tested (reported in the
+    solve's first cycle).  NONE to go on to the Lanczos steps, else the event that ends the
+    cycle."""
+    (Z, U, Q, V, Uv, EXZ, EXU, EXL, PM, T, Gd, gamma, delta, sigma, tdiag, toff, p, r, u, w, pd, s, mw, amw, sq,
+     sz, true_r, true_z, coef, out, y, rows, J) = W
     apply_operator(A, x, r, R, -1, I, F)
     residual(b=b, r=r, coef=coef, out=out)
     precondition(P, r, u, R, -1, I, F)
@@ -275,7 +271,10 @@ def _cycle_start(W, x, b, S, I, F, hist, trace, A, P, R, first):
         precondition(P, b, true_z, R, -1, I, F)
         R.send[0, 2] = dot(b, true_z)
         count = 3
-    event = allreduce(R, 0, count, LANCZOS_LABEL, I, F, trace)
+    start(R, 0, count, LANCZOS_LABEL, I, F, trace)
+    precondition(P, w, mw, R, 0, I, F)
+    apply_operator(A, mw, amw, R, 0, I, F)
+    event = wait(R, 0, I, F, trace)
     if event != NONE:
         return event
     if first:
@@ -289,6 +288,8 @@ def _cycle_start(W, x, b, S, I, F, hist, trace, A, P, R, first):
     J[STEPS] = 0
     clear(y=pd, coef=coef, out=out)
     clear(y=s, coef=coef, out=out)
+    clear(y=sq, coef=coef, out=out)
+    clear(y=sz, coef=coef, out=out)
     beta = np.sqrt(max(gamma0, 0.0))
     S[BETA] = beta
     F[RNORM] = beta
@@ -307,14 +308,15 @@ def _cycle_start(W, x, b, S, I, F, hist, trace, A, P, R, first):
 
 @loop
 def _lanczos(W, x, b, S, I, F, hist, trace, A, P, R):
-    """The start's Lanczos steps by CG's recurrences (Chronopoulos-Gear: one reduction per
-    step, (r, u) with (w, u)).  Step j makes T's column j, ``T_jj = 1/alpha_j +
+    """The start's Lanczos steps by pipelined CG's recurrences (Ghysels & Vanroose: one
+    reduction per step, (r, u) with (w, u), overlapping the next step's ``M w`` and
+    ``A M w``, so that a start blocks no more than p-CG does).  Step j makes T's column j, ``T_jj = 1/alpha_j +
     beta_j/alpha_(j-1)`` and ``T_(j+1,j) = sqrt(beta_(j+1))/alpha_j``, and the Lanczos vector
     ``v_(j+1) = (-1)^(j+1) u_(j+1) / sqrt(gamma_(j+1))``: 2l steps, and after each while the
     driver estimates the shifts, ESTIMATE.  NONE once the start has its steps, else the
     event that ends the cycle."""
-    (Z, U, Q, V, Uv, EXZ, EXU, EXL, PM, T, Gd, gamma, delta, sigma, tdiag, toff, p, r, u, w, pd, s, true_r,
-     true_z, coef, out, y, rows, J) = W
+    (Z, U, Q, V, Uv, EXZ, EXU, EXL, PM, T, Gd, gamma, delta, sigma, tdiag, toff, p, r, u, w, pd, s, mw, amw, sq,
+     sz, true_r, true_z, coef, out, y, rows, J) = W
     need = 2 * J[DEPTH]
     if J[STEPS] == 0:
         _lanczos_vector(0, r, u, S[GAMMA_J], V, Uv)
@@ -336,11 +338,13 @@ def _lanczos(W, x, b, S, I, F, hist, trace, A, P, R):
         if not alpha_j > 0:   # (p_j, A p_j) <= 0: CG's own breakdown, not the basis's
             return _breakdown(INDEFINITE, 1.0 / alpha_j, I, F)
         coef[0], coef[1] = beta_j, alpha_j
-        cg_step(p=pd, u=u, s=s, w=w, r=r, coef=coef, out=out)   # p = u + beta p, s = w + beta s, r -= alpha s
-        precondition(P, r, u, R, -1, I, F)
-        apply_operator(A, u, w, R, -1, I, F)
+        # p = u + beta p, s = A p, q = M s, z = A q; r, u = M r, w = A u by them
+        cg_step(p=pd, u=u, s=s, w=w, q=sq, m=mw, z=sz, n=amw, r=r, coef=coef, out=out)
         R.send[0, 0], R.send[0, 1] = dot(r, u), dot(w, u)
-        event = allreduce(R, 0, 2, LANCZOS_LABEL, I, F, trace)
+        start(R, 0, 2, LANCZOS_LABEL, I, F, trace)
+        precondition(P, w, mw, R, 0, I, F)
+        apply_operator(A, mw, amw, R, 0, I, F)
+        event = wait(R, 0, I, F, trace)
         if event != NONE:
             return event
         S[GAMMA_PREV], S[GAMMA_J], S[DELTA_J], S[ALPHA_PREV] = gamma_j, R.recv[0, 0], R.recv[0, 1], alpha_j
@@ -362,8 +366,8 @@ def _invariant(W, x, b, S, I, F, hist, trace, A, P, R, k):
     """The Krylov space ended after ``k`` steps: x moves to CG's iterate in it,
     ``x + V_k T_k^-1 (beta e_0)`` (T_k by its LDL^T factorization, in T's first rows), and
     the cycle ends where ``b - A x`` confirms it, else (INVARIANT) its driver restarts."""
-    (Z, U, Q, V, Uv, EXZ, EXU, EXL, PM, T, Gd, gamma, delta, sigma, tdiag, toff, p, r, u, w, pd, s, true_r,
-     true_z, coef, out, y, rows, J) = W
+    (Z, U, Q, V, Uv, EXZ, EXU, EXL, PM, T, Gd, gamma, delta, sigma, tdiag, toff, p, r, u, w, pd, s, mw, amw, sq,
+     sz, true_r, true_z, coef, out, y, rows, J) = W
     pivots, multipliers = T[0], T[1]
     pivots[0] = tdiag[0]
     y[0] = S[BETA]
@@ -390,8 +394,8 @@ def _exact_start(W, S):
     c <= l, ``P_l(T) e_(c-l)`` after), z_j and u_j = V G[:, j] for j <= 2l (into the rings
     up to l, the rest kept apart), the intermediate bases q^(m)_j = V P_m(T) e_j for
     j <= l + 1; the cycle's pipeline state cleared."""
-    (Z, U, Q, V, Uv, EXZ, EXU, EXL, PM, T, Gd, gamma, delta, sigma, tdiag, toff, p, r, u, w, pd, s, true_r,
-     true_z, coef, out, y, rows, J) = W
+    (Z, U, Q, V, Uv, EXZ, EXU, EXL, PM, T, Gd, gamma, delta, sigma, tdiag, toff, p, r, u, w, pd, s, mw, amw, sq,
+     sz, true_r, true_z, coef, out, y, rows, J) = W
     l = J[DEPTH]
     n, L, WIDTH, KEEP, columns = 2 * l + 1, l + 3, 2 * l + 1, 2 * l + 2, 2 * l
     for i in range(n):

@@ -39,10 +39,11 @@ from an AIJ operator (:class:`Binding`: its local rows, split into the diagonal 
 the halo part, with its own halo exchange) and maps the KSP's PC: ``none``, ``jacobi``,
 and ``bjacobi`` with ILU(0) or ICC(0) blocks (one per rank; ``ilu``/``icc`` on one rank)
 become the runtime's own Jacobi and block-Jacobi factors, computed by pipekrylov from the
-matrix and accepted only if they give PETSc's PCApply to 1e-10 on a test vector.  The
-derived methods and classic CG and CR then run on the compiled loop (:mod:`pipekrylov.derive.compiled`), on
-arrays, with no call into PETSc per iteration.  Any other PC (gamg, sor, ILU(k), ...) is
-applied through PCApply on the Python loop; any other Mat type through MatMult.  A solve
+matrix and accepted only if they give PETSc's PCApply to 1e-10 on a test vector.  Every
+method then runs on its compiled loop (:mod:`pipekrylov.loops`, the derived ones generated
+by :mod:`pipekrylov.derive.loopgen`), on arrays, with no call into PETSc per iteration.
+Any other PC (gamg, sor, ILU(k), ...) is applied through PCApply, and any other Mat type
+through MatMult, by the same loop interpreted (``result.loop == "python"``).  A solve
 checks the matrices' object states: new values (the same or a new pattern) or another
 PC type rebuild the binding, as KSPSetUp would not.
 

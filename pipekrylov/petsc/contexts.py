@@ -36,7 +36,7 @@ class Context:
         self.latency = 0.0
         self.restart = 30
         self.live_monitor = False
-        self.loop = "auto"   # of the methods with a compiled loop: all but GMRES and p(l)-GMRES
+        self.loop = "auto"
         self.binding = self.solver_ = None
         self.last_result = None
 
@@ -78,20 +78,12 @@ class Context:
         return []
 
     def method_spec(self):
-        """``(method, options)`` for :class:`pipekrylov.Solver`, or None for a method that
-        runs through its function (:meth:`function`)."""
-        return None
-
-    def function(self):
-        """``(solver function, extra keyword arguments)`` of a method without a Solver."""
+        """``(method, options)`` for :class:`pipekrylov.Solver`."""
         raise NotImplementedError
 
     def _solver(self, ksp):
-        spec = self.method_spec()
-        if spec is None:
-            return None
         from ..solvers.solver import Solver
-        method, options = spec
+        method, options = self.method_spec()
         operator = self.binding.operator
         return Solver(operator, method, M=self.binding.preconditioner(ksp), comm=operator.comm, loop=self.loop,
                       latency=self.latency, **options)
@@ -114,15 +106,8 @@ class Context:
             ksp.monitor(its, rnorm)
 
         try:
-            if self.solver_ is not None:
-                res = self.solver_.solve(b.getArray(readonly=True), x0, rtol=rtol, atol=atol, maxiter=max_it,
-                                         monitor=monitor if live else False)
-            else:
-                solver, extra = self.function()
-                operator = self.binding.operator
-                res = solver(operator, b.getArray(readonly=True), x0, rtol=rtol, atol=atol, maxiter=max_it,
-                             M=self.binding.preconditioner(ksp), monitor=monitor if live else False,
-                             latency=self.latency, comm=operator.comm, **extra)
+            res = self.solver_.solve(b.getArray(readonly=True), x0, rtol=rtol, atol=atol, maxiter=max_it,
+                                     monitor=monitor if live else False)
         except Exception:  # never a traceback inside a PETSc application: a reason instead
             ksp.setConvergedReason(PETSc.KSP.ConvergedReason.DIVERGED_BREAKDOWN)
             raise
@@ -148,11 +133,7 @@ class Classic(Context):
     kind = "classic"
 
     def method_spec(self):
-        return None if self.method == "gmres" else (self.method, {})
-
-    def function(self):
-        import pipekrylov
-        return getattr(pipekrylov, self.method), {"restart": self.restart}
+        return self.method, ({"restart": self.restart} if self.method == "gmres" else {})
 
     def describe(self):
         return [f"restart: {self.restart}"] if self.method == "gmres" else []
@@ -203,13 +184,9 @@ class Deep(Context):
 
     def method_spec(self):
         if self.method == "gmres":
-            return None
+            return f"p({self.depth})-gmres", {"restart": self.restart, "interval": self.interval}
         return "p-cg", {"depth": self.depth, "interval": self.interval, "fallback_depth": self.fallback_depth or None,
                         "drift_tol": self.drift_tol or None}
-
-    def function(self):
-        from .. import pipelined
-        return pipelined(self.method, depth=self.depth), {"interval": self.interval, "restart": self.restart}
 
     def describe(self):
         shifts = f"Chebyshev on [{self.interval[0]}, {self.interval[1]}]" if self.interval else "estimated"
@@ -217,9 +194,9 @@ class Deep(Context):
         if self.method == "cg":
             lines.append(f"hand-over to p-CG at drift {self.drift_tol or 'off'}, "
                          f"depth after a breakdown: {self.fallback_depth or self.depth}")
-            lines.append(f"loop: {self.loop}")
         else:
             lines.append(f"restart: {self.restart}")
+        lines.append(f"loop: {self.loop}")
         return lines
 
 

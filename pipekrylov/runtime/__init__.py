@@ -6,7 +6,7 @@
 * :mod:`.operators`: ``apply_operator`` and ``precondition``, generic over the operand
   types that matrix formats and preconditioners register (:mod:`.csr` is the CSR
   format's, with its halo exchange);
-* :mod:`.tests`: the residual test and the end of an iteration.
+* :mod:`.steps`: the residual test and the end of an iteration.
 
 No Krylov method lives here, and no MPI call is made below: the calls go through
 :mod:`pipekrylov.parallel.native`.  The loops (:mod:`pipekrylov.loops`) import what they use.

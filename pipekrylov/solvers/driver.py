@@ -10,13 +10,20 @@ decisions go to its :class:`~pipekrylov.loops.LoopSpec`'s hooks.
 import sys
 import time
 
+from collections import namedtuple
+
 import numpy as np
 
 from ..parallel.errors import raise_on_any
 from ..runtime import layout as L
 from .result import REASONS, Breakdown, SolveResult
 
-__all__ = ["Run", "Finished", "drive", "run_events", "result", "raise_event", "Trace"]
+__all__ = ["Run", "Finished", "drive", "run_events", "result", "raise_event", "Trace", "Event"]
+
+Event = namedtuple("Event", "kind label start end id")
+"""One event of a solve's reductions, in ``time.perf_counter`` seconds: kind 'start',
+'work' (the local work overlapping a reduction) or 'wait' (end - start: the time the
+wait blocked); id numbers the reductions."""
 
 
 class Finished(Exception):
@@ -73,6 +80,7 @@ def drive(solver, x, b, callback, monitor, t0):
     run = Run(solver, x, b, callback, monitor, t0)
     message = None
     try:
+        solver.spec.begin(solver, run)
         reason, message = run_events(solver, run)
     except Breakdown as exc:
         if _solved_to_rounding(solver, x, b):
@@ -198,8 +206,8 @@ def raise_event(solver, event):
         _agree(solver)
         raise RuntimeError("a rank's failure flag was set, but no rank reports an error")
     if event == L.DISAGREE:
-        raise ValueError(f"{solver.method}: the ranks were called with different arguments "
-                         "(rtol, atol, maxiter, x0, callback, monitor or b); every rank must make the same call")
+        from .inputs import raise_different_calls
+        raise_different_calls(solver.comm, solver.method, solver.call)
     if event == L.BAD_RHS:
         raise ValueError("b has non-finite entries")
     if event == L.MPI_FAILED:
@@ -260,9 +268,8 @@ def result(solver, x, iterations, reason, message, history, rows, t0):
 
 class Trace:
     """The reductions of one solve, from the loop's trace rows: ``count``,
-    ``blocked_time`` and, made when first read, ``events`` as
-    :class:`pipekrylov.parallel.reduction.FusedReduction` has them (label ``k`` of a row
-    is ``labels[k]``)."""
+    ``blocked_time`` and, made when first read, ``events`` (:data:`Event`; label ``k``
+    of a row is ``labels[k]``)."""
 
     def __init__(self, rows, labels):
         self.rows = np.concatenate(rows) if len(rows) > 1 else rows[0] if rows else np.empty((0, 6))
@@ -275,7 +282,6 @@ class Trace:
     def events(self):
         if self._events is None:
             from mpi4py import MPI
-            from ..parallel.reduction import Event
             shift = time.perf_counter() - MPI.Wtime()   # the perf_counter time of MPI_Wtime's values
             events = []
             for j, (t_start, w0, w1, t0, t1, k) in enumerate(self.rows.tolist()):

@@ -3,18 +3,24 @@ import re
 
 __all__ = ["loop_spec", "METHODS"]
 
-METHODS = ("cg", "cr", "bicgstab", "gmres", "p-cg", "p-cr", "p-bicgstab", "p-cgs", "p-cg-hs", "p(l)-cg")
+METHODS = ("cg", "cr", "bicgstab", "gmres", "p-cg", "p-cr", "p-bicgstab", "p-cgs", "p-cg-hs", "p(l)-cg",
+           "p(l)-gmres")
 
 
 def loop_spec(method, depth=None, **options):
     """The :class:`~pipekrylov.loops.LoopSpec` of ``method``: a classic method's name
     (``"gmres"``'s option ``restart``), a derived one's (``"p-cg"``, options ``replace_every``, ``replace_automatic``), p(l)-CG
     (``"p(l)-cg"``, or ``"p-cg"`` with ``depth`` > 1; the options of
-    :func:`pipekrylov.deep.plcg`), or a :class:`pipekrylov.derive.Method` (derived)."""
+    :func:`pipekrylov.deep.plcg`), p(l)-GMRES (``"p(l)-gmres"``, the options of
+    :func:`pipekrylov.deep.plgmres`), or a :class:`pipekrylov.derive.Method` (derived)."""
     deep = re.fullmatch(r"p\((\d+)\)-cg", method) if isinstance(method, str) else None
     if deep or (method == "p-cg" and depth not in (None, 1)):
         from ..deep.plcg import DeepCG
         return DeepCG(int(deep.group(1)) if deep else depth, **options)
+    deep = re.fullmatch(r"p\((\d+)\)-gmres", method) if isinstance(method, str) else None
+    if deep:
+        from ..deep.plgmres import DeepGMRES
+        return DeepGMRES(int(deep.group(1)), **options)
     if depth not in (None, 1):
         raise ValueError(f"{method}: depth {depth} is for p(l)-CG ('p-cg' or 'p(l)-cg')")
     if method == "gmres":

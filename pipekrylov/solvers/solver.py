@@ -20,6 +20,7 @@ from ..parallel import collective_check
 from ..precond import Identity, PreconditionerFailure, PythonOperands, make_preconditioner
 from ..runtime import layout as L
 from .driver import drive, result
+from .inputs import SolveCall, as_sparse, check_same_on_every_rank, distributed, local_vector, whole_checksum
 
 __all__ = ["Solver", "LOOPS", "BUFFERED", "POKE_ROWS", "LoopCompileError"]
 
@@ -69,7 +70,7 @@ class Solver:
         if loop not in LOOPS:
             raise ValueError(f"loop must be one of {', '.join(map(repr, LOOPS))}, got {loop!r}")
         if comm is None:
-            comm = A.comm if _distributed(A) else _world()
+            comm = A.comm if distributed(A) else _world()
         self.comm, self.latency = comm, latency
         name = method.name if isinstance(method, LoopSpec) else _describe_method(method)
         with collective_check(comm, name):
@@ -79,7 +80,7 @@ class Solver:
                 raise ValueError(f"latency must be a finite number >= 0, got {latency}")
         self.spec, self.method = spec, spec.name
         # (a generated loop's key holds a digest of its source: each rank generates its own)
-        _check_same_on_every_rank(comm, self.method, A, M=M, loop=loop, latency=latency, method_key=spec.key)
+        check_same_on_every_rank(comm, self.method, A, M=M, loop=loop, latency=latency, method_key=spec.key)
         self.loop_asked = loop
         self._set_matrix(A, M)
         self.setup_time = time.perf_counter() - self.t0
@@ -90,15 +91,15 @@ class Solver:
         partition, the halo plan, the preconditioner's factor and the operands anew; the
         compiled loop, the workspace and the buffers are kept where they fit.  Collective."""
         self.t0 = time.perf_counter()
-        _check_same_on_every_rank(self.comm, self.method, A, M=M)
+        check_same_on_every_rank(self.comm, self.method, A, M=M)
         self._set_matrix(A, self.M_given if M is None else M)
         self.setup_time = time.perf_counter() - self.t0
 
     def _set_matrix(self, A, M):
-        self.whole = not _distributed(A)
+        self.whole = not distributed(A)
         if self.whole:
             from ..matrix.distributed import DistributedCSR
-            A = DistributedCSR.from_scipy(_as_sparse(A), self.comm)
+            A = DistributedCSR.from_scipy(as_sparse(A), self.comm)
         same_size = getattr(self, "partition", None) is not None and self.partition.nlocal == A.partition.nlocal
         self.A, self.M_given = A, M
         self.partition = A.partition
@@ -196,9 +197,11 @@ class Solver:
     def reduce(self, values, label):
         """The global sums of ``values`` (one blocking reduction, traced under ``label``),
         from Python.  Collective."""
-        from ..runtime.reduce import allreduce
+        from ..runtime.reduce import EXTRA, allreduce, reductions
         from .driver import raise_event
         R, n = self.R, len(values)
+        if n + EXTRA > R.send.shape[1]:   # more values than the loop's reductions take
+            R = reductions(self.comm, 1, n)
         kept = R.send[0].copy(), R.recv[0].copy()   # the loop's: the next reduction's local values
         R.send[0, :n] = values
         event = allreduce(R, 0, n, self.spec.labels.index(label), self.I, self.F, self.trace)
@@ -239,13 +242,16 @@ class Solver:
                 maxiter = 10 * p.n
             elif int(maxiter) < 1:
                 raise ValueError(f"{self.method}: maxiter must be positive, got {maxiter}")
-            b = _local_vector(b, p, "b", copy=False)
-            x = np.zeros(p.nlocal) if x0 is None else _local_vector(x0, p, "x0", copy=True)
+            if self.comm.Get_size() > 1:
+                self.call = SolveCall(rtol, atol, maxiter, x0, callback, monitor, b, self.whole and p.n)
+            b = local_vector(b, p, "b", copy=False)
+            x = np.zeros(p.nlocal) if x0 is None else local_vector(x0, p, "x0", copy=True)
             error = None
         except Exception as exc:  # noqa: BLE001 - raised on every rank at the first reduction
             if self.comm.Get_size() == 1:
                 raise
             error, b, x, maxiter = exc, np.zeros(p.nlocal), np.zeros(p.nlocal), 1
+            self.call = SolveCall(rtol, atol, maxiter, x0, callback, monitor, None, 0)
             self.failures.append(error)
         I, F = self.I, self.F
         I[:] = self._I0
@@ -257,8 +263,7 @@ class Solver:
         F[L.RTOL] = rtol
         F[L.FLAG] = error is not None
         if self.comm.Get_size() > 1:
-            F[L.AGREE] = _agreement(self.comm, rtol, atol, maxiter, x0 is None, callback is None, bool(monitor),
-                                    b if self.whole else None)
+            F[L.AGREE] = self.call.hash(self.comm.Get_size())
         self.x0_given = x0 is not None
         self.spec.prepare(self)
         if self.pc_error is not None:
@@ -275,69 +280,8 @@ def _operands(A, failures):
     return PythonOperands(lambda x, y: A.matvec(x, y), failures)
 
 
-def _agreement(comm, *arguments):
-    """This solve's arguments, hashed to an integer small enough that ``p sum(h^2)`` and
-    ``(sum h)^2`` over ``p`` ranks are exact in double precision (the runtime checks they
-    agree: :mod:`pipekrylov.runtime.reduce`)."""
-    size = comm.Get_size()
-    if size == 1:
-        return 0.0
-    bits = max(1, min(16, int(26 - np.log2(size))))
-    *scalars, b = arguments
-    value = zlib.crc32(repr(scalars).encode())
-    if b is not None:
-        value = zlib.crc32(np.ascontiguousarray(b).view(np.uint8), value)
-    return float(value & ((1 << bits) - 1))
-
-
-def _check_same_on_every_rank(comm, method, A, **arguments):
-    """Every rank must set up the same solver with the same arguments, or the ranks walk
-    into different collectives and wait forever.  Compares the method, the scalar
-    arguments, the kind of M and, for a matrix given whole, a checksum of it (a CRC32
-    pass over its arrays; PIPEKRYLOV_CHECK_WHOLE=0 skips it for huge inputs).
-    Collective: one allgather of a few short strings."""
-    from .common import _check_same_on_every_rank as check
-    check(comm, _describe_method(method), A, None, **arguments)
-
-
 def _describe_method(method):
     return method if isinstance(method, str) else f"{type(method).__name__} {getattr(method, 'name', '')}"
-
-
-def _distributed(A):
-    from .common import _distributed
-    return _distributed(A)
-
-
-def _as_sparse(A):
-    from .common import _as_sparse
-    return _as_sparse(A)
-
-
-def _local_vector(v, partition, name, copy):
-    """This rank's slice of ``v`` (given whole or as the slice) as float64, contiguous; a
-    copy with ``copy`` (x0: the solve writes the iterate into it), else only if needed."""
-    # (a read-only array, PETSc's VecGetArrayRead's, is copied: the loops' kernels take
-    # writable arrays)
-    if type(v) is np.ndarray and v.dtype == np.float64 and v.ndim == 1 and v.flags.c_contiguous and \
-            v.flags.writeable:
-        if v.shape[0] == partition.nlocal:
-            return v.copy() if copy else v
-        if v.shape[0] == partition.n:
-            v = v[partition.start:partition.end]
-            return v.copy() if copy else v
-    v = np.asarray(v)
-    if v.dtype.kind == "c":
-        raise TypeError(f"unsupported dtype {v.dtype} for {name}: real systems only")
-    v = v.astype(np.float64).ravel() if v.ndim == 2 and 1 in v.shape else v.astype(np.float64)
-    if v.ndim != 1:
-        raise ValueError(f"{name} must be a vector, got shape {v.shape}")
-    if v.shape[0] == partition.n and v.shape[0] != partition.nlocal:
-        v = v[partition.start:partition.end]
-    elif v.shape[0] != partition.nlocal:
-        raise ValueError(f"{name} has length {v.shape[0]}: expected {partition.n} (whole) or "
-                         f"{partition.nlocal} (this rank's rows)")
-    return np.ascontiguousarray(v)
 
 
 def solve_once(method, A, b, x0=None, *, rtol, atol, maxiter, M, callback, comm, monitor, latency, loop,
@@ -352,11 +296,11 @@ def solve_once(method, A, b, x0=None, *, rtol, atol, maxiter, M, callback, comm,
     not have kept the same solvers), which also checks they were called alike."""
     key, same = _cache_key(method, M, comm, loop, latency, options)
     cache = _kept(A)
-    fingerprint = None if _distributed(A) else _whole_fingerprint(A)
+    fingerprint = None if distributed(A) else whole_checksum(A)
     solver = None if cache is None else cache.get(key)
     if solver is not None and solver.fingerprint != fingerprint:
         solver = None
-    comm_ = comm if comm is not None else (A.comm if _distributed(A) else _world())
+    comm_ = comm if comm is not None else (A.comm if distributed(A) else _world())
     if comm_.Get_size() > 1 and not _agree_on(comm_, solver is not None, (same, fingerprint)):
         solver = None
     if solver is None:
@@ -407,11 +351,6 @@ def _cache_key(method, M, comm, loop, latency, options):
 def _handle(comm):
     from mpi4py import MPI
     return MPI._handleof(comm)
-
-
-def _whole_fingerprint(A):
-    from .common import _whole_checksums
-    return _whole_checksums(A, None).get("A")
 
 
 def _agree_on(comm, hit, arguments):
