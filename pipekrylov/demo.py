@@ -121,7 +121,7 @@ def main(output="results/demo", quick=False):
                OMPI_MCA_rmaps_base_oversubscribe="1", NUMBA_NUM_THREADS="1")
     env.setdefault("HYDRA_IFACE", "lo")   # MPICH: its proxies meet over loopback (a chroot may not resolve the host)
     command = [mpiexec, "-n", str(RANKS), sys.executable, "-m", "pipekrylov.demo", "--worker"] + ["--quick"] * quick
-    print(f"demo: {' '.join(command[:3])} ... (about a minute; compiling excluded from every timing)", flush=True)
+    print(f"demo: {' '.join(command[:3])} ... (half a minute; compiling excluded from every timing)", flush=True)
     t0 = time.perf_counter()
     out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200)
     if out.returncode != 0:

@@ -21,11 +21,12 @@ COMM = MPI.COMM_WORLD
 
 
 def solver_for(name):
-    """pk.cg, pk.cr, pk.bicgstab for "classic-cg", "classic-cr", "classic-bicgstab", p(l)-CG
-    for "p(l)-cg", else the derived method."""
+    """pk.cg, pk.cr, pk.bicgstab, pk.gmres for "classic-cg", ..., "classic-gmres", p(l)-CG
+    and p(l)-GMRES for "p(l)-cg" and "p(l)-gmres", else the derived method."""
     if name.startswith("p("):
-        return functools.partial(pk.plcg, depth=int(name[2]))
-    return {"classic-cg": pk.cg, "classic-cr": pk.cr, "classic-bicgstab": pk.bicgstab}.get(name) or pk.pipelined(name)
+        return functools.partial(pk.plgmres if name.endswith("gmres") else pk.plcg, depth=int(name[2]))
+    return {"classic-cg": pk.cg, "classic-cr": pk.cr, "classic-bicgstab": pk.bicgstab,
+            "classic-gmres": pk.gmres}.get(name) or pk.pipelined(name)
 
 
 def both(name, A, b, **options):
@@ -69,6 +70,16 @@ def test_symmetric_methods_match_the_python_loop(matrix, name, pc):
 def test_nonsymmetric_methods_match_the_python_loop(matrix, name, pc):
     A, _ = problem(COMM, matrix)
     assert_same(*both(name, A, rhs(A), rtol=1e-8, maxiter=300, M=pc))
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("matrix", ["convection_diffusion2d", "hor_131"])
+@pytest.mark.parametrize("name", ["classic-gmres", "p(1)-gmres", "p(2)-gmres"])
+@pytest.mark.parametrize("pc", [None, "jacobi"])
+def test_the_gmres_family_matches_the_python_loop(matrix, name, pc):
+    """GMRES(30) and p(l)-GMRES(30), restarts included: the same bits either way."""
+    A, _ = problem(COMM, matrix)
+    assert_same(*both(name, A, rhs(A), rtol=1e-8, maxiter=200, restart=30, M=pc))
 
 
 @pytest.mark.mpi

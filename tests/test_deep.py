@@ -167,6 +167,31 @@ def test_each_reduction_is_waited_on_l_iterations_later():
         assert len(blocking) >= 2 * l + 1   # the start's Lanczos steps and the confirmation
 
 
+@pytest.mark.mpi
+@pytest.mark.parametrize("scale,depth", [(0.05, 2), (0.05, 5), (0.002, 3)])
+def test_solves_shorter_than_the_estimate_or_the_start(scale, depth):
+    """A well-conditioned system (I + c L, a backward Euler step) that CG solves in fewer
+    iterations than the shift estimate takes, or even than the start's 2l steps: the
+    default p(l)-CG converges, b - A x meets the tolerance, within one iteration of CG's
+    count, and with shifts set (its Solver's next solve keeps them)."""
+    comm = MPI.COMM_WORLD
+    L = pk.poisson2d(MPI.COMM_SELF, 24).to_scipy()
+    A = (sp.identity(L.shape[0]) + scale * L).tocsr()
+    b = np.sin(np.arange(A.shape[0]) * 0.37) + 1.0
+    cg = pk.cg(A, b, rtol=1e-8, M="jacobi", comm=comm)
+    solver = pk.Solver(A, f"p({depth})-cg", M="jacobi", comm=comm)
+    for x0 in (None, cg.x + 1e-6):
+        res = solver.solve(b, x0, rtol=1e-8)
+        assert res.info == 0, res.message
+        r = b - A @ res.x                            # the natural norm (Jacobi's) meets the test
+        assert np.sqrt(r @ (r / A.diagonal())) <= 1e-8 * np.sqrt(b @ (b / A.diagonal())) * 1.01
+        # (none where CG's iterate came from the start's steps, before the estimate's end)
+        assert np.all(np.isfinite(res.shifts)) if res.shifts is not None else res.iterations <= 2 * depth
+        assert res.residual_norms[-1] <= 1e-8 * np.sqrt(b @ (b / A.diagonal())) * 1.01   # and says so
+        if x0 is None:
+            assert res.iterations <= cg.iterations + 1
+
+
 def test_automatic_shifts_beat_the_monomial_basis():
     """PETSc's pipelcg default (all shifts zero) needs restarts and many more iterations
     at l = 3 on 2D Poisson; the automatic Chebyshev shifts need neither."""

@@ -76,3 +76,20 @@ def test_four_ranks_compile_into_one_fresh_cache_then_load_it(tmp_path):
     assert any(f.endswith(".nbi") for _, _, files in os.walk(tmp_path / "numba") for f in files)
     for rank, hits, misses in runs[1]:
         assert int(hits) >= 1 and int(misses) == 0, runs[1]
+
+
+def test_a_loops_cache_stamp_does_not_depend_on_what_was_imported_first(tmp_path):
+    """The stamp of a loop's cache entries (its sources' digest, with the operators'
+    implementations it calls) is the same whichever modules a process imported before
+    it: otherwise two kinds of run (python -m pipekrylov warm, make demo) overwrite each
+    other's entries and recompile at each turn."""
+    script = ("import sys\n"
+              "for name in sys.argv[1:]: __import__(name)\n"
+              "import pipekrylov.loops.cg as m\n"
+              "from pipekrylov.kernels.compile import sources_digest\n"
+              "print(sources_digest(m.__file__))\n")
+    env = dict(os.environ, PIPEKRYLOV_CACHE_DIR=str(tmp_path))
+    stamps = {subprocess.run([sys.executable, "-c", script, *first], capture_output=True, text=True, env=env,
+                             timeout=300, check=True).stdout.strip()
+              for first in ([], ["pipekrylov.precond"], ["pipekrylov.runtime.csr", "pipekrylov.solvers"])}
+    assert len(stamps) == 1 and len(stamps.pop()) == 16

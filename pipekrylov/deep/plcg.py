@@ -204,7 +204,8 @@ class DeepCG(LoopSpec):
         J = self._w(solver, "J")
         k = int(J[loop.STEPS])
         ritz, bound = ritz_bound(self._w(solver, "tdiag")[:k], self._w(solver, "toff")[:k])
-        if bound <= ESTIMATE_TOLERANCE * abs(ritz.max()) or k >= self.estimate_steps:
+        if bound <= ESTIMATE_TOLERANCE * abs(ritz.max()) or k >= self.estimate_steps or \
+                J[loop.ESTIMATING] == loop.FINAL:
             bounds = interval_from_ritz(ritz, bound)
             solver.shift_rule = lambda d: chebyshev_shifts(d, *bounds)
             solver.first_shifts = solver.shift_rule(self.depth)

@@ -5,7 +5,11 @@ number (GMRES's projections, p(l)-CG's next column), and linear combinations of 
 Their dots are :func:`pipekrylov.kernels.fused.dot`'s: the same bits wherever the code is
 compiled or inlined (a loop and the same loop interpreted must not differ).  (Blocked
 versions, a block of the vector read by every dot from L1, were slower at 4,096
-unknowns, where everything is in L2.)"""
+unknowns, where everything is in L2.)  A projection takes its dots in pairs and a
+combination its rows in fours, each entry's operations in the same order as one row at
+a time (the same bits): the vector is read once per pair or four rows, which at 16,384
+unknowns, the basis in L3, made projections 1.1-1.3x and combinations 1.5-1.7x faster
+(Zen 4)."""
 import numba
 
 from .compile import NO_REFCOUNT
@@ -46,29 +50,76 @@ def combine(coefficients, basis, rows, out):
 
 @numba.njit(cache=True, nogil=True, **NO_REFCOUNT)
 def project(basis, rows, w, out):
-    """``out[k] = (basis[k], w)`` for the first ``rows`` rows."""
-    for k in range(rows):
+    """``out[k] = (basis[k], w)`` for the first ``rows`` rows, two rows per pass."""
+    k = 0
+    while k + 2 <= rows:
+        _dot_pair(basis[k], basis[k + 1], w, out, k)
+        k += 2
+    if k < rows:
         out[k] = dot(basis[k], w)
 
 
 @numba.njit(cache=True, nogil=True, **NO_REFCOUNT)
+def _dot_pair(a, c, b, out, k):
+    """``out[k], out[k + 1] = dot(a, b), dot(c, b)``, bit for bit, reading b once."""
+    n = b.shape[0]
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    t0 = t1 = t2 = t3 = t4 = t5 = t6 = t7 = 0.0
+    for q in range(n // 8):
+        j = 8 * q
+        b0, b1, b2, b3, b4, b5, b6, b7 = b[j], b[j + 1], b[j + 2], b[j + 3], b[j + 4], b[j + 5], b[j + 6], b[j + 7]
+        s0 += a[j] * b0
+        s1 += a[j + 1] * b1
+        s2 += a[j + 2] * b2
+        s3 += a[j + 3] * b3
+        s4 += a[j + 4] * b4
+        s5 += a[j + 5] * b5
+        s6 += a[j + 6] * b6
+        s7 += a[j + 7] * b7
+        t0 += c[j] * b0
+        t1 += c[j + 1] * b1
+        t2 += c[j + 2] * b2
+        t3 += c[j + 3] * b3
+        t4 += c[j + 4] * b4
+        t5 += c[j + 5] * b5
+        t6 += c[j + 6] * b6
+        t7 += c[j + 7] * b7
+    for j in range(n - n % 8, n):
+        s0 += a[j] * b[j]
+        t0 += c[j] * b[j]
+    out[k] = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+    out[k + 1] = ((t0 + t1) + (t2 + t3)) + ((t4 + t5) + (t6 + t7))
+
+
+@numba.njit(cache=True, nogil=True, **NO_REFCOUNT)
 def subtract_combination(basis, coefficients, rows, w):
-    """``w -= coefficients[k] basis[k]`` for the first ``rows`` rows, one row after the
-    other (each pass along a row: contiguous, vectorized)."""
-    for k in range(rows):
-        c, v = coefficients[k], basis[k]
-        for i in range(w.shape[0]):
-            w[i] -= c * v[i]
+    """``w -= coefficients[k] basis[k]`` for the first ``rows`` rows, in row order."""
+    _accumulate(basis, coefficients, rows, w, -1.0)
 
 
 @numba.njit(cache=True, nogil=True, **NO_REFCOUNT)
 def add_combination(basis, coefficients, rows, x):
-    """``x += coefficients[k] basis[k]`` for the first ``rows`` rows, one row after the
-    other."""
-    for k in range(rows):
-        c, v = coefficients[k], basis[k]
-        for i in range(x.shape[0]):
-            x[i] += c * v[i]
+    """``x += coefficients[k] basis[k]`` for the first ``rows`` rows, in row order."""
+    _accumulate(basis, coefficients, rows, x, 1.0)
+
+
+@numba.njit(cache=True, nogil=True, **NO_REFCOUNT)
+def _accumulate(basis, coefficients, rows, y, sign):
+    """``y += sign coefficients[k] basis[k]`` row after row (``sign * c`` is exact), four
+    rows per pass over y."""
+    k = 0
+    while k + 4 <= rows:
+        c0, c1 = sign * coefficients[k], sign * coefficients[k + 1]
+        c2, c3 = sign * coefficients[k + 2], sign * coefficients[k + 3]
+        v0, v1, v2, v3 = basis[k], basis[k + 1], basis[k + 2], basis[k + 3]
+        for i in range(y.shape[0]):
+            y[i] = (((y[i] + c0 * v0[i]) + c1 * v1[i]) + c2 * v2[i]) + c3 * v3[i]
+        k += 4
+    while k < rows:
+        c, v = sign * coefficients[k], basis[k]
+        for i in range(y.shape[0]):
+            y[i] += c * v[i]
+        k += 1
 
 
 @numba.njit(cache=True, nogil=True, **NO_REFCOUNT)

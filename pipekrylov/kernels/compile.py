@@ -149,6 +149,17 @@ def jit(signatures, noalias=False, refcount=True, **options):
 REGISTERED = {}   # the generic function's module file -> the files of the implementations
 
 
+# The package's own implementations of the generic functions, by file: a digest that
+# depends on the generic functions always takes them, registered yet or not.  (Taken from
+# the registry alone, a digest made before one of them was imported differed from the same
+# function's in a process that imported it first, and the two processes overwrote each
+# other's cache entries: make demo's and python -m pipekrylov warm's did, recompiling
+# 15 s of loops at each turn.)  Implementations registered from outside the package join
+# through the registry.
+GENERIC = os.path.join("runtime", "operators.py")
+IMPLEMENTATIONS = ("precond.py", os.path.join("runtime", "csr.py"))
+
+
 def sources_digest(path):
     """A digest of the module at ``path`` and of every module of the package it imports,
     directly or not (and of the modules :func:`compile_source` generated that it imports,
@@ -161,6 +172,9 @@ def sources_digest(path):
 def _digest(path, registered):
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     files = _dependencies(path, package, set())
+    if os.path.join(package, GENERIC) in files:
+        for implementation in IMPLEMENTATIONS:
+            files |= _dependencies(os.path.join(package, implementation), package, set())
     for generic, implementations in registered:
         if generic in files:
             for implementation in implementations:

@@ -69,7 +69,7 @@ W_NAMES = ("Z", "U", "Q", "V", "Uv", "EXZ", "EXU", "EXL", "PM", "T", "Gd", "gamm
 # the method's integers J
 (DEPTH,          # l, this cycle's depth
  STEPS,          # the start's Lanczos steps done
- ESTIMATING,     # 1 while the driver estimates the shifts after each Lanczos step
+ ESTIMATING,     # 1 while the driver estimates the shifts after each Lanczos step (FINAL: the last)
  IT0,            # the solve's iterations before this cycle
  REPORT,         # 1: the cycle's first residual is reported (the solve's first cycle's)
  FIRST_TEST,     # 1: the residual tested is the cycle's first (the true one: no confirmation)
@@ -77,6 +77,7 @@ W_NAMES = ("Z", "U", "Q", "V", "Uv", "EXZ", "EXU", "EXL", "PM", "T", "Gd", "gamm
  J_SIZE) = range(8)
 # the method's scalars kept in S
 (ETA, ZETA, FLOOR, BETA, DRIFT_TOL, GAMMA_J, DELTA_J, GAMMA_PREV, ALPHA_PREV, S_SIZE) = range(10)
+FINAL = 2        # J[ESTIMATING]: the estimate must end with the steps made
 # the breakdown checks (I[CHECK]) and the causes of a cycle's end (J[CAUSE])
 INDEFINITE, PIVOT, SQUARE_ROOT, DRIFT, NOT_CONFIRMED, INVARIANT, INDEFINITE_PC = range(7)
 
@@ -350,10 +351,16 @@ def _lanczos(W, x, b, S, I, F, hist, trace, A, P, R):
         S[GAMMA_PREV], S[GAMMA_J], S[DELTA_J], S[ALPHA_PREV] = gamma_j, R.recv[0, 0], R.recv[0, 1], alpha_j
         toff[j] = np.sqrt(max(S[GAMMA_J] / gamma_j, 0.0)) / abs(alpha_j)
         J[STEPS] = j + 1
-        if not toff[j] > 1e-12 * abs(tdiag[j]):   # the Krylov space ends here
-            J[ESTIMATING] = 0
+        # the Krylov space ends here, or CG's residual has reached the tolerance (the steps
+        # after it would be rounding's): CG's iterate from the steps made, or, past the
+        # start's, the estimate ends with them
+        if not toff[j] > 1e-12 * abs(tdiag[j]) or np.sqrt(max(S[GAMMA_J], 0.0)) <= F[ATOL]:
             if j + 1 <= need:
+                J[ESTIMATING] = 0
                 return _invariant(W, x, b, S, I, F, hist, trace, A, P, R, j + 1)
+            if J[ESTIMATING] != 0:
+                J[ESTIMATING] = FINAL
+                return ESTIMATE
             break
         _lanczos_vector(j + 1, r, u, S[GAMMA_J], V, Uv)
         if J[ESTIMATING] != 0:
@@ -385,6 +392,9 @@ def _invariant(W, x, b, S, I, F, hist, trace, A, P, R, k):
     event = _confirmed(A, P, x, b, true_r, true_z, R, I, F, trace, hist, J)
     if event == RESTART:
         J[CAUSE] = INVARIANT
+    elif event == CONVERGED and I[STOP_AT_TEST] == 0:   # the history ends with the iterate's norm
+        hist[I[HIST]] = F[VALUE]
+        I[HIST] += 1
     return event
 
 

@@ -70,7 +70,7 @@ def room(norms, reductions, hist, trace, I):
 @hot
 def confirm(A, P, x, b, r, z, natural, R, slot, label, I, F, trace):
     """Whether ``b - A x`` passes the test too (a pipelined method's recurrences drift from
-    it): CONVERGED, else NONE with its norm in F[VALUE] (``||.||_M`` with ``natural``).
+    it): CONVERGED, else NONE; its norm in F[VALUE] (``||.||_M`` with ``natural``).
     Collective: an operator application (and M's), one blocking reduction."""
     apply_operator(A, x, r, R, -1, I, F)
     _residual(b=b, r=r, coef=z, out=z)     # r = b - A x (a kernel with no scalars, no dots)
@@ -83,7 +83,7 @@ def confirm(A, P, x, b, r, z, natural, R, slot, label, I, F, trace):
     if event != NONE:
         return event
     true = np.sqrt(max(R.recv[slot, 0], 0.0))
+    F[VALUE] = true
     if true <= F[ATOL]:
         return CONVERGED
-    F[VALUE] = true
     return NONE
