@@ -6,8 +6,9 @@ iteration (on the rank or thread that owns the slice) and ``hook.at_end(result, 
 import glob
 import json
 import os
-import pickle
 import sys
+
+import numpy as np
 
 from pipekrylov.atomic import atomic_write
 
@@ -38,7 +39,9 @@ class PrintDefects(Hook):
 class Checkpoint(Hook):
     """Write each slice's state after every iteration to ``directory``; restore it.
 
-    Files are ``slice{n}.it{k}.pkl``, written to a temporary name and renamed, so a run
+    Files are ``slice{n}.it{k}.npz`` (the state's arrays, and its scalars as JSON: numpy
+    reads them without pickle, so a file planted in a shared directory cannot run code),
+    written to a temporary name and renamed, so a run
     killed at any instant leaves only whole files.  Every iteration's file is kept until
     the run ends: in the pipelined controllers slices run at different iterations, and a
     restart rolls all slices back to the last iteration that every unfinished slice has
@@ -50,7 +53,7 @@ class Checkpoint(Hook):
         os.makedirs(directory, exist_ok=True)
 
     def _path(self, index, iteration):
-        return os.path.join(self.directory, f"slice{index}.it{iteration}.pkl")
+        return os.path.join(self.directory, f"slice{index}.it{iteration}.npz")
 
     def bind(self, identity):
         """Tie the directory to the run ``identity`` (a JSON-able dict): the first run
@@ -70,25 +73,35 @@ class Checkpoint(Hook):
 
     def after_iteration(self, s):
         state = s.state()
-        atomic_write(self._path(s.index, s.iteration),
-                     lambda f: pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL))
+        arrays = {k: v for k, v in state.items() if isinstance(v, np.ndarray)}
+        scalars = {k: v for k, v in state.items() if k not in arrays}
+        scalars["changes"] = [[int(k), float(v)] for k, v in scalars["changes"].items()]
+        text = json.dumps(scalars, default=lambda v: v.item())   # numpy scalars as Python's
+        atomic_write(self._path(s.index, s.iteration), lambda f: np.savez(f, scalars=np.array(text), **arrays))
 
     def saved(self, index):
         """``(last iteration saved, whether that state had converged)``, or ``(-1, False)``."""
         iterations = sorted(int(p.rsplit(".it", 1)[1][:-4])
-                            for p in glob.glob(os.path.join(self.directory, f"slice{index}.it*.pkl")))
+                            for p in glob.glob(os.path.join(self.directory, f"slice{index}.it*.npz")))
         if not iterations:
             return -1, False
         return iterations[-1], self.load(index, iterations[-1])["converged_at"] is not None
 
     def load(self, index, iteration):
-        with open(self._path(index, iteration), "rb") as f:
-            return pickle.load(f)
+        path = self._path(index, iteration)
+        try:
+            with np.load(path, allow_pickle=False) as saved:
+                state = {k: saved[k] for k in saved.files if k != "scalars"}
+                scalars = json.loads(str(saved["scalars"]))
+        except (ValueError, OSError, KeyError) as exc:   # a pickle, a foreign or broken file
+            raise ValueError(f"{path} is not a checkpoint this package wrote ({exc}): remove it") from None
+        scalars["changes"] = {k: v for k, v in scalars["changes"]}
+        return {**scalars, **state}
 
     def at_end(self, result, time_slices):
         if self.remove_at_end:
             for s in time_slices:
-                for path in glob.glob(os.path.join(self.directory, f"slice{s.index}.it*.pkl")):
+                for path in glob.glob(os.path.join(self.directory, f"slice{s.index}.it*.npz")):
                     os.remove(path)
             if time_slices and time_slices[-1].index == len(result.converged_at) - 1:
                 # the process holding the last slice closes the run (its files are gone)

@@ -2,7 +2,6 @@
 import glob
 import json
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -51,7 +50,7 @@ def test_killed_run_resumes_to_the_identical_result(tmp_path, mode):
                             env=env, cwd=ROOT, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 240
-    while not glob.glob(str(checkpoints / "slice*.it1.pkl")):  # after an iteration or so
+    while not glob.glob(str(checkpoints / "slice*.it1.npz")):  # after an iteration or so
         assert proc.poll() is None, "the run ended before it could be killed"
         assert time.monotonic() < deadline
         time.sleep(0.05)
@@ -60,11 +59,11 @@ def test_killed_run_resumes_to_the_identical_result(tmp_path, mode):
     assert not resumed.exists()
     # A kill can land inside a write: that leaves a temporary file (ignored on restart),
     # never a partial file under a checkpoint's name.
-    saved = glob.glob(str(checkpoints / "slice*.pkl"))
+    saved = glob.glob(str(checkpoints / "slice*.npz"))
     assert saved
     for path in saved:
-        with open(path, "rb") as f:
-            pickle.load(f)
+        with np.load(path, allow_pickle=False) as whole:   # every array reads back
+            [whole[k] for k in whole.files]
 
     out = subprocess.run(command(mode, "--checkpoint", str(checkpoints), "--output", str(resumed)),
                          env=env, cwd=ROOT, timeout=300, capture_output=True, text=True)
@@ -74,7 +73,7 @@ def test_killed_run_resumes_to_the_identical_result(tmp_path, mode):
     assert summary["restarted_from"] >= 0, "the second run did not resume"
     assert "resumed after iteration" in out.stdout
     assert np.array_equal(u, u_ref)
-    assert not glob.glob(str(checkpoints / "slice*.pkl"))  # a finished run cleans up
+    assert not glob.glob(str(checkpoints / "slice*.npz"))  # a finished run cleans up
 
 
 @pytest.mark.parametrize("change,differs", [({"nu": 0.03}, "coarse_probe"), ({"slices": 2}, "slices"),
@@ -102,6 +101,28 @@ def test_stale_temporary_files_of_a_killed_writer_are_ignored(tmp_path):
     s = make_setup("lorenz")
     config = PararealConfig(4, s.t_end, 2)
     reference = run_serial(s.u0, s.coarse, s.fine, config)
-    (tmp_path / "slice0.it2.pkl.4711.tmp").write_bytes(b"half a pickle")
+    (tmp_path / "slice0.it2.npz.4711.tmp").write_bytes(b"half a file")
     result = run_serial(s.u0, s.coarse, s.fine, config, hooks=[Checkpoint(str(tmp_path))])
     assert result.restarted_from == -1 and np.array_equal(result.u_end, reference.u_end)
+
+
+def test_a_planted_pickle_is_refused_not_run(tmp_path):
+    """Checkpoint directories are shared: a pickle under a checkpoint's name is refused
+    with a clear error, never unpickled (it would run code)."""
+    import pickle
+    from parareal import Checkpoint, PararealConfig, run_serial
+    from parareal.setups import make_setup
+    marker = tmp_path / "ran"
+    s = make_setup("lorenz")
+    (tmp_path / "slice0.it1.npz").write_bytes(pickle.dumps(_Planted(str(marker))))
+    with pytest.raises(ValueError, match="is not a checkpoint this package wrote"):
+        run_serial(s.u0, s.coarse, s.fine, PararealConfig(4, s.t_end, 2), hooks=[Checkpoint(str(tmp_path))])
+    assert not marker.exists()
+
+
+class _Planted:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
