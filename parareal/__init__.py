@@ -14,8 +14,8 @@ from .controllers.common import PararealResult
 from .controllers.mpi import run_mpi
 from .controllers.serial import run_serial
 from .controllers.threads import run_threads
-from .hooks import Checkpoint, Hook, PrintDefects
+from .hooks import Checkpoint, CheckpointWarning, Hook, PrintDefects
 
 __version__ = "0.1.0"
 __all__ = ["PararealConfig", "PararealResult", "run_serial", "run_mpi", "run_threads",
-           "Hook", "Checkpoint", "PrintDefects"]
+           "Hook", "Checkpoint", "CheckpointWarning", "PrintDefects"]

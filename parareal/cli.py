@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-from pipekrylov.atomic import atomic_write
+from pipekrylov.files import atomic_write
 from pipekrylov.kernels.compile import compiling_notice
 from pipekrylov.parallel.commandline import ArgumentParser, add_debug_option, check_output_path, run_command
 

@@ -4,15 +4,16 @@ A controller calls ``hook.after_iteration(time_slice)`` each time a slice finish
 iteration (on the rank or thread that owns the slice) and ``hook.at_end(result, time_slices)`` once, with the slices it owns.
 """
 import glob
-import json
 import os
+import re
 import sys
 
 import numpy as np
 
-from pipekrylov.atomic import atomic_write
+from pipekrylov.files import (CheckpointError, CheckpointWarning, bind_run, checkpoint_directory,
+                              load_checked, reject, save_checked)
 
-__all__ = ["Hook", "Checkpoint", "PrintDefects", "restart_iteration", "resume"]
+__all__ = ["Hook", "Checkpoint", "CheckpointWarning", "PrintDefects", "restart_iteration", "resume"]
 
 
 class Hook:
@@ -39,18 +40,26 @@ class PrintDefects(Hook):
 class Checkpoint(Hook):
     """Write each slice's state after every iteration to ``directory``; restore it.
 
-    Files are ``slice{n}.it{k}.npz`` (the state's arrays, and its scalars as JSON: numpy
-    reads them without pickle, so a file planted in a shared directory cannot run code),
-    written to a temporary name and renamed, so a run
-    killed at any instant leaves only whole files.  Every iteration's file is kept until
-    the run ends: in the pipelined controllers slices run at different iterations, and a
-    restart rolls all slices back to the last iteration that every unfinished slice has
-    saved (:func:`restart_iteration`).  A run that completes removes its files.
+    Files are ``slice{n}.it{k}.npz``: the state's arrays, its scalars as JSON, a checksum
+    and the run's digest (:mod:`pipekrylov.files`: written atomically, read without
+    pickle).  Every iteration's file is kept until the run ends: in the pipelined
+    controllers slices run at different iterations, and a restart rolls all slices back to
+    the last iteration that every unfinished slice has saved intact
+    (:func:`restart_iteration`).  A file that fails its check is not resumed: a warning
+    names it and the run goes back to the newest intact iteration, or starts over.  A run
+    that completes removes its files.
     """
 
     def __init__(self, directory, remove_at_end=True):
         self.directory, self.remove_at_end = directory, remove_at_end
-        os.makedirs(directory, exist_ok=True)
+        checkpoint_directory(directory)
+        legacy = sorted(glob.glob(os.path.join(directory, "slice*.it*.pkl")))
+        if legacy:
+            raise CheckpointError(
+                f"{directory} holds checkpoints in the old pickle format ({os.path.basename(legacy[0])}, ...), "
+                "which this version does not read (loading a pickle can run any code): remove them "
+                "and run again from the start")
+        self.run = None
 
     def _path(self, index, iteration):
         return os.path.join(self.directory, f"slice{index}.it{iteration}.npz")
@@ -59,44 +68,36 @@ class Checkpoint(Hook):
         """Tie the directory to the run ``identity`` (a JSON-able dict): the first run
         writes it to ``run.json``; a run with another identity is refused with what
         differs (resuming it would return the other run's values)."""
-        path = os.path.join(self.directory, "run.json")
-        if os.path.exists(path):
-            with open(path) as f:
-                saved = json.load(f)
-            if saved != identity:
-                differ = "; ".join(f"{k}: {saved.get(k)!r} there, {identity.get(k)!r} here"
-                                   for k in sorted(set(saved) | set(identity)) if saved.get(k) != identity.get(k))
-                raise ValueError(f"{self.directory} holds checkpoints of another run ({differ}): "
-                                 "remove them or choose another directory")
-        else:
-            atomic_write(path, lambda f: json.dump(identity, f), mode="w")
+        self.run = bind_run(self.directory, identity)
 
     def after_iteration(self, s):
         state = s.state()
         arrays = {k: v for k, v in state.items() if isinstance(v, np.ndarray)}
         scalars = {k: v for k, v in state.items() if k not in arrays}
         scalars["changes"] = [[int(k), float(v)] for k, v in scalars["changes"].items()]
-        text = json.dumps(scalars, default=lambda v: v.item())   # numpy scalars as Python's
-        atomic_write(self._path(s.index, s.iteration), lambda f: np.savez(f, scalars=np.array(text), **arrays))
+        save_checked(self._path(s.index, s.iteration), arrays, scalars, self.run)
 
     def saved(self, index):
-        """``(last iteration saved, whether that state had converged)``, or ``(-1, False)``."""
-        iterations = sorted(int(p.rsplit(".it", 1)[1][:-4])
-                            for p in glob.glob(os.path.join(self.directory, f"slice{index}.it*.npz")))
-        if not iterations:
-            return -1, False
-        return iterations[-1], self.load(index, iterations[-1])["converged_at"] is not None
+        """``(iterations saved intact, ascending; whether the last had converged)``.
+
+        Files that fail their check are left out, each with a warning naming it."""
+        found = sorted(int(m.group(1)) for m in
+                       (re.fullmatch(rf"slice{index}\.it(\d+)\.npz", os.path.basename(p))
+                        for p in glob.glob(os.path.join(self.directory, f"slice{index}.it*.npz"))) if m)
+        intact, converged = [], False
+        for k in found:
+            try:
+                converged = self.load(index, k)["converged_at"] is not None
+            except CheckpointError as exc:
+                reject(exc)
+                continue
+            intact.append(k)
+        return tuple(intact), converged
 
     def load(self, index, iteration):
-        path = self._path(index, iteration)
-        try:
-            with np.load(path, allow_pickle=False) as saved:
-                state = {k: saved[k] for k in saved.files if k != "scalars"}
-                scalars = json.loads(str(saved["scalars"]))
-        except (ValueError, OSError, KeyError) as exc:   # a pickle, a foreign or broken file
-            raise ValueError(f"{path} is not a checkpoint this package wrote ({exc}): remove it") from None
+        arrays, scalars = load_checked(self._path(index, iteration), self.run)
         scalars["changes"] = {k: v for k, v in scalars["changes"]}
-        return {**scalars, **state}
+        return {**scalars, **arrays}
 
     def at_end(self, result, time_slices):
         if self.remove_at_end:
@@ -111,21 +112,23 @@ class Checkpoint(Hook):
 
 
 def restart_iteration(saved):
-    """The iteration every slice restarts from, given ``(last, converged)`` per slice.
+    """The iteration every slice restarts from, given ``(intact iterations, converged)``
+    per slice, or -1: start from the beginning.
 
-    Unfinished slices may have saved different iterations (pipelining): all restart from
-    the smallest.  A finished slice restarts from its last state if that is not later.
-    Returns -1 when some unfinished slice saved nothing (start from the beginning).
+    It is the latest iteration k that every slice can be put in: an unfinished slice must
+    have saved k intact (pipelined slices may be at different iterations: all go back to
+    a common one); a finished slice whose last state is not later than k restarts from
+    that state.
     """
-    unfinished = [last for last, converged in saved if not converged]
-    if not unfinished:
-        return max(last for last, _ in saved)
-    return min(unfinished)
+    def accepts(k, intact, converged):
+        return k in intact or (converged and intact[-1] <= k)
+    candidates = sorted({k for intact, _ in saved for k in intact}, reverse=True)
+    return next((k for k in candidates if all(accepts(k, *s) for s in saved)), -1)
 
 
-def resume(time_slice, checkpoint, iteration):
-    """Put ``time_slice`` in its saved state at ``min(iteration, its last)``."""
-    last, _ = checkpoint.saved(time_slice.index)
-    k = min(iteration, last)
-    if k >= 0:
-        time_slice.restore(checkpoint.load(time_slice.index, k))
+def resume(time_slice, checkpoint, iteration, intact):
+    """Put ``time_slice`` in its saved state at ``iteration``, or at its last state if it
+    finished earlier (see :func:`restart_iteration`); ``intact`` lists its intact files'
+    iterations."""
+    k = iteration if iteration in intact else intact[-1]
+    time_slice.restore(checkpoint.load(time_slice.index, k))

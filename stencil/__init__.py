@@ -12,7 +12,7 @@ reference (:func:`reference_run`) is the oracle every path reproduces bit for bi
     s = Stencil.heat(3, 0.1)                        # u' = 0.4 u + 0.1 (sum of 6 neighbours)
     v = advance(u, s, 100, scheduler=PipelinedBlocking(team=2, block=4, steps_per_pass=8))
 """
-from .checkpoint import Checkpoint
+from .checkpoint import Checkpoint, CheckpointWarning
 from .distributed import gather_layers, layer_partition, scatter_layers
 from .kernels import kernel_source
 from .reference import reference_run, reference_step
@@ -23,6 +23,6 @@ from .spec import Stencil
 from .tuning import autotune, candidates
 
 __version__ = "0.1.0"
-__all__ = ["Stencil", "advance", "Sweep", "PipelinedBlocking", "WavefrontTiles", "Checkpoint", "autotune",
+__all__ = ["Stencil", "advance", "Sweep", "PipelinedBlocking", "WavefrontTiles", "Checkpoint", "CheckpointWarning", "autotune",
            "candidates", "reference_run", "reference_step", "kernel_source", "stream",
            "memory_bound", "bytes_per_update", "layer_partition", "scatter_layers", "gather_layers"]

@@ -12,7 +12,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from pipekrylov.atomic import atomic_write
+from pipekrylov.files import atomic_write
 from pipekrylov.kernels.compile import compiling_notice
 from pipekrylov.parallel.commandline import ArgumentParser, add_debug_option, check_output_path, run_command
 

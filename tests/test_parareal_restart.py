@@ -107,17 +107,26 @@ def test_stale_temporary_files_of_a_killed_writer_are_ignored(tmp_path):
 
 
 def test_a_planted_pickle_is_refused_not_run(tmp_path):
-    """Checkpoint directories are shared: a pickle under a checkpoint's name is refused
-    with a clear error, never unpickled (it would run code)."""
+    """Checkpoint directories are shared: a pickle under a checkpoint's name is passed
+    over with a warning naming it, never unpickled (it would run code)."""
     import pickle
-    from parareal import Checkpoint, PararealConfig, run_serial
+    from parareal import Checkpoint, CheckpointWarning, PararealConfig, run_serial
     from parareal.setups import make_setup
     marker = tmp_path / "ran"
     s = make_setup("lorenz")
+    config = PararealConfig(4, s.t_end, 2)
     (tmp_path / "slice0.it1.npz").write_bytes(pickle.dumps(_Planted(str(marker))))
-    with pytest.raises(ValueError, match="is not a checkpoint this package wrote"):
-        run_serial(s.u0, s.coarse, s.fine, PararealConfig(4, s.t_end, 2), hooks=[Checkpoint(str(tmp_path))])
+    with pytest.warns(CheckpointWarning, match="slice0.it1.npz: not a checkpoint this package wrote"):
+        result = run_serial(s.u0, s.coarse, s.fine, config, hooks=[Checkpoint(str(tmp_path))])
     assert not marker.exists()
+    assert np.array_equal(result.u_end, run_serial(s.u0, s.coarse, s.fine, config).u_end)
+
+
+def test_checkpoints_of_the_old_pickle_format_are_refused(tmp_path):
+    from parareal import Checkpoint
+    (tmp_path / "slice0.it1.pkl").write_bytes(b"anything")
+    with pytest.raises(ValueError, match="old pickle format .*remove them"):
+        Checkpoint(str(tmp_path))
 
 
 class _Planted:

@@ -34,22 +34,23 @@ def test_killed_stencil_run_resumes_to_the_identical_grid(tmp_path, ranks, sched
     deadline = time.monotonic() + 240
     # killed once every rank has written a checkpoint (the ranks write theirs one after
     # the other; a kill before the last would leave nothing to resume from)
-    while not all(glob.glob(str(checkpoints / f"step*.rank{r}.npy")) for r in range(ranks)):
+    while not all(glob.glob(str(checkpoints / f"step*.rank{r}.npz")) for r in range(ranks)):
         assert proc.poll() is None, "the run ended before it could be killed"
         assert time.monotonic() < deadline
         time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGTERM)
     assert proc.wait(timeout=60) != 0
     assert not resumed.exists()
-    for path in glob.glob(str(checkpoints / "step*.npy")):   # whole files only (a kill
-        np.load(path)                                         # mid-write leaves a .tmp)
+    for path in glob.glob(str(checkpoints / "step*.npz")):   # whole files only (a kill
+        with np.load(path) as whole:                          # mid-write leaves a .tmp)
+            whole["owned"]
 
     out = subprocess.run(resume, env=env, cwd=ROOT, timeout=300, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     assert np.array_equal(np.load(resumed), np.load(reference))
     resumed_from = int(out.stdout.split("resumed from the checkpoint of step ")[1].split()[0])
     assert 0 < resumed_from < 4000
-    assert len(glob.glob(str(checkpoints / "step*.npy"))) == ranks   # older ones removed
+    assert len(glob.glob(str(checkpoints / "step*.npz"))) == ranks   # older ones removed
     assert not glob.glob(str(checkpoints / "*.tmp"))                # stale temporaries too
 
 
@@ -71,7 +72,7 @@ def test_stale_temporary_files_of_a_killed_writer_are_removed(tmp_path):
     """A writer killed mid-write leaves ``<file>.<pid>.tmp``; the next run removes its own."""
     from stencil import Checkpoint, Stencil, advance
     u = np.random.default_rng(3).random((12, 12))
-    stale = tmp_path / "step000000004.rank0.npy.4711.tmp"
+    stale = tmp_path / "step000000004.rank0.npz.4711.tmp"
     tmp_path.mkdir(exist_ok=True)
     stale.write_bytes(b"half an array")
     advance(u, Stencil.heat(2, 0.1), 8, checkpoint=Checkpoint(str(tmp_path), 4))

@@ -46,7 +46,7 @@ def make_slices(indices, u0, config, coarse, fine, hooks):
     """The TimeSlice objects of ``indices`` and the global restart iteration's inputs.
 
     Returns the slices, the Checkpoint hook (or None), tied to this run's identity, and
-    this process's ``(last, converged)`` checkpoint summary per slice (empty without
+    this process's ``(intact iterations, converged)`` checkpoint summary per slice (empty without
     one)."""
     slices = [TimeSlice(n, config, coarse, fine) for n in indices]
     checkpoints = [h for h in hooks if isinstance(h, Checkpoint)]
@@ -76,7 +76,7 @@ def restore_slices(slices, checkpoint, saved_everywhere):
     start = restart_iteration(saved_everywhere)
     if start >= 0:
         for s in slices:
-            resume(s, checkpoint, start)
+            resume(s, checkpoint, start, saved_everywhere[s.index][0])
     return start
 
 

@@ -99,7 +99,7 @@ class FusedUpdate:
 
 
 class GeneratedCode:
-    """What a schedule generates: the fused kernels, the scalar steps compiled, the
+    """What a schedule generates: the fused kernels, the
     vectors to store, the residual-replacement periods, and ``source`` to print."""
 
     def __init__(self, sched):
@@ -115,15 +115,9 @@ class GeneratedCode:
         names |= {i.name for pairs in sched.reductions.pairs for p in pairs for i in p}
         self.storage = sorted(names - set(self.method.constants))
         self.source = self._describe()
-        # scalar expressions compiled once: eval of a code object costs a fraction of a string's
-        self.norm = compile(sched.reductions.norm, "<norm>", "eval")
         # residual replacement: every k iterations, and/or the drift checked every CHECK_EVERY
         self.replace_every = sched.replacement.get("every")
         self.check_every = CHECK_EVERY if sched.replacement.get("automatic") else None
-        self.steps = [[(st.name, compile(st.expression, st.name, "eval"),
-                        (compile(ph.checks[st.name][0], "<check>", "eval"), *ph.checks[st.name])
-                        if st.name in ph.checks else None) for st in ph.scalars]
-                      for ph in sched.phases]
 
     def _describe(self):
         out = [f"# generated from: {self.method.title}", str(self.schedule), ""]

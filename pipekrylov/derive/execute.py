@@ -8,6 +8,8 @@ text, not values.)
 """
 import numpy as np
 
+from .method import evaluate
+
 __all__ = ["Executor", "coefficient"]
 
 
@@ -62,7 +64,7 @@ class Executor:
         self.scalars[st.target] = self.reduce(u @ v, st.target)
 
     def scalar(self, st):
-        self.scalars[st.target] = eval(st.expression, {}, self.scalars)
+        self.scalars[st.target] = evaluate(st.expression, self.scalars)
 
     def _store(self, name, value):
         self.vectors.setdefault(name, np.zeros(self.n))[:] = value

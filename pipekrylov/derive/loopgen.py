@@ -16,6 +16,7 @@ import builtins
 from dataclasses import dataclass
 
 from ..runtime import layout as L
+from .method import evaluate
 
 __all__ = ["generate_loop", "LoopCode"]
 
@@ -385,7 +386,7 @@ class _Generator:
         """A start-up scalar: a constant where it is one (``float('inf')`` -> ``np.inf``),
         else the expression over the loop's names."""
         try:
-            value = float(eval(expression, {"__builtins__": {"float": float, "int": int}}, {}))
+            value = float(evaluate(expression, {}))
         except NameError:
             return self.expression(expression)
         if value != value:

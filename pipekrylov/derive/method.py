@@ -17,16 +17,58 @@ BiCGStab's ``p = r + beta*(p - omega*v)``).  ``checks`` name the breakdowns:
 condition fails.
 """
 import ast
+import math
+import operator
 import re
 from dataclasses import dataclass, field
 
 from .algebra import Poly
 
-__all__ = ["Method", "Statement", "parse_statement"]
+__all__ = ["Method", "Statement", "evaluate", "parse_statement"]
 
 OPERATORS = ("A", "M")
 _NAME = re.compile(r"^[A-Za-z_]\w*$")
 _NUMBER = re.compile(r"^\d+(\.\d*)?$")
+
+
+_FUNCTIONS = {"float": float, "int": int, "abs": abs, "min": min, "max": max, "sqrt": math.sqrt}
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+               ast.Div: operator.truediv, ast.Pow: operator.pow, ast.USub: operator.neg,
+               ast.UAdd: operator.pos, ast.Not: operator.not_, ast.Lt: operator.lt,
+               ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+               ast.Eq: operator.eq, ast.NotEq: operator.ne}
+
+
+def evaluate(expression, scalars):
+    """The value of a scalar expression (arithmetic, comparisons, ``and``/``or`` and the
+    functions float, int, abs, min, max, sqrt) over the named ``scalars``.
+
+    Walked node by node, not eval'd: a method's text is data, and no text a user hands
+    the package is run as Python.  An unknown name raises NameError."""
+    def value(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str)):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in scalars:
+                raise NameError(node.id)
+            return scalars[node.id]
+        if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+            return _ARITHMETIC[type(node.op)](value(node.left), value(node.right))
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _ARITHMETIC:
+            return _ARITHMETIC[type(node.op)](value(node.operand))
+        if isinstance(node, ast.Compare):
+            left, result = value(node.left), True
+            for op, right in zip(node.ops, map(value, node.comparators)):
+                result, left = result and _ARITHMETIC[type(op)](left, right), right
+            return result
+        if isinstance(node, ast.BoolOp):
+            values = [value(v) for v in node.values]
+            return all(values) if isinstance(node.op, ast.And) else any(values)
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS
+                and not node.keywords):
+            return _FUNCTIONS[node.func.id](*map(value, node.args))
+        raise ValueError(f"{expression!r}: {ast.unparse(node)!r} is not arithmetic on scalars")
+    return value(ast.parse(expression, mode="eval").body)
 
 
 @dataclass(frozen=True)

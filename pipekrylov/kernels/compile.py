@@ -25,7 +25,7 @@ from contextlib import contextmanager
 import numba
 from numba.core import caching
 
-from ..atomic import atomic_write
+from ..files import atomic_write
 
 __all__ = ["cache_dir", "cache_lock", "compiling_notice", "jit", "hot", "compile_source", "compile_for"]
 
