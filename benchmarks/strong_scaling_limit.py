@@ -69,13 +69,20 @@ def our_solvers():
 
 
 def our_gmres():
+    """GMRES(30) on a Solver, whose ``maxiter`` counts iterations as PETSc's max_it does
+    (the scipy-style functions count restart cycles, as scipy does)."""
     import pipekrylov as pk
-    common = dict(rtol=0.0, M="jacobi", restart=30)
-    return {
-        "gmres": lambda A, b, n, **kw: pk.gmres(A, b, maxiter=n, **common, **kw),
-        "p(1)-gmres": lambda A, b, n, **kw: pk.plgmres(A, b, depth=1, maxiter=n, **common, **kw),
-        "p(2)-gmres": lambda A, b, n, **kw: pk.plgmres(A, b, depth=2, maxiter=n, **common, **kw),
-    }
+    kept = {}
+
+    def on_solver(method, **options):
+        def solve(A, b, n, **kw):
+            key = (id(A), method, tuple(sorted(kw.items())))
+            if key not in kept:
+                kept[key] = pk.Solver(A, method, M="jacobi", restart=30, **options, **kw)
+            return kept[key].solve(b, rtol=0.0, maxiter=n)
+        return solve
+    return {"gmres": on_solver("gmres"), "p(1)-gmres": on_solver("p(1)-gmres"),
+            "p(2)-gmres": on_solver("p(2)-gmres")}
 
 
 def convection_diffusion(comm, total):

@@ -9,13 +9,14 @@ import sys
 
 import numpy as np
 
-from pipekrylov.files import atomic_write
 from pipekrylov.kernels.compile import compiling_notice
-from pipekrylov.parallel.commandline import ArgumentParser, add_debug_option, check_output_path, run_command
+from pipekrylov.memory import check_memory
+from pipekrylov.parallel.commandline import (ArgumentParser, add_debug_option, at_least, check_output_path,
+                                             launcher_size, run_command, write_output)
 
 from .config import PararealConfig
 from .hooks import Checkpoint, PrintDefects
-from .setups import SETUPS, make_setup
+from .setups import SETUPS, check_setup, make_setup, setup_unknowns
 
 MODES = ("serial", "threads", "threads-standard", "mpi", "mpi-standard")
 
@@ -62,11 +63,32 @@ def _settings(items):
 
 def _check(args):
     """What can be refused before anything runs."""
-    for option, value in (("--slices", args.slices), ("--iterations", args.iterations)):
-        if value is not None and value < 1:
-            raise ValueError(f"{option} {value}: must be at least 1")
+    at_least(1, slices=args.slices, iterations=args.iterations)
     if args.output:
         check_output_path(args.output, "NPZ")
+
+
+def _check_launch(args):
+    """Only the MPI controllers share a job: under mpiexec, the others would each run it
+    all (and write --output) once per process."""
+    if not args.mode.startswith("mpi") and launcher_size() > 1:
+        raise ValueError(f"--mode {args.mode} under mpiexec ({launcher_size()} processes): each would run the "
+                         "whole job and write its --output; use --mode mpi (or mpi-standard) under mpiexec, "
+                         "or run without mpiexec")
+
+
+def _check_memory(args, params, slices, iterations, comm):
+    """Refuse a grid too large for this machine before the setup builds it: each process
+    keeps a few states per slice it runs (its input, output, G and F values), every
+    iteration's with --reference (which rank 0 of the MPI controllers gathers), and the
+    propagators' stages, work arrays and matrices (about 40 states more)."""
+    unknowns = setup_unknowns(args.setup, **params)
+    state = 8 * unknowns
+    history = iterations + 1 if args.reference else 0
+    here = 1 if comm is not None else slices
+    check_memory(f"setup {args.setup!r} with {unknowns} unknowns, {slices} slices,",
+                 state * (40 + here * (6 + history)), comm,
+                 once=state * slices * history if comm is not None else 0)
 
 
 def main(argv=None):
@@ -76,14 +98,22 @@ def main(argv=None):
 
 def _main(args):
     _check(args)
-    setup = make_setup(args.setup, **_settings(args.set))
+    params = _settings(args.set)
+    check_setup(args.setup, **params)
+    _check_launch(args)
     comm = None
     if args.mode.startswith("mpi"):
         from mpi4py import MPI
         comm = MPI.COMM_WORLD
     rank = 0 if comm is None else comm.Get_rank()
     slices = args.slices if args.slices is not None else (comm.Get_size() if comm is not None else 4)
-    config = PararealConfig(slices, setup.t_end, args.iterations, tol=args.tol,
+    # Slice s is exact after s + 1 iterations (its input stops changing), so iterations
+    # past P change nothing; the controllers store K x P values, which K = 10**9 made
+    # 32 GB before the first step.
+    iterations = min(args.iterations, slices)
+    _check_memory(args, params, slices, iterations, comm)
+    setup = make_setup(args.setup, **params)
+    config = PararealConfig(slices, setup.t_end, iterations, tol=args.tol,
                             keep_history=args.reference)
     hooks = []
     if args.monitor:
@@ -113,10 +143,9 @@ def _main(args):
                          title=f"{setup.name}: change of each slice's end value, P = {slices}")
     if rank == 0:
         _print(summary, setup)
-        if args.output:
-            # the path as given (np.savez would add .npz), never half-written
-            atomic_write(args.output, lambda f: np.savez(f, u_end=result.u_end, changes=result.changes,
-                                                         summary=json.dumps(summary)))
+    if args.output:   # the path as given (np.savez would add .npz)
+        write_output(args.output, lambda f: np.savez(f, u_end=result.u_end, changes=result.changes,
+                                                     summary=json.dumps(summary)), comm)
     return 0
 
 

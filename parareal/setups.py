@@ -3,6 +3,8 @@
     setup = SETUPS["burgers"](n=40)
     result = run_serial(setup.u0, setup.coarse, setup.fine, PararealConfig(24, setup.t_end, 4))
 """
+import inspect
+import math
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -75,16 +77,39 @@ SETUPS = {"burgers": burgers, "heat": heat, "lorenz": lorenz, "brusselator": bru
 
 def make_setup(name, **params):
     """The setup ``name`` with ``params``; a clear ValueError for an unknown name, an
-    unknown parameter or a size that cannot make a grid."""
+    unknown parameter, a size that cannot make a grid or a number that is not finite."""
+    check_setup(name, **params)
+    return SETUPS[name](**params)
+
+
+def check_setup(name, **params):
+    """Refuse what :func:`make_setup` would be given wrong, before it builds anything."""
     if name not in SETUPS:
         raise ValueError(f"unknown setup {name!r}; choose from {', '.join(SETUPS)}")
-    import inspect
-    known = inspect.signature(SETUPS[name]).parameters
+    known = _parameters(name)
     unknown = sorted(set(params) - set(known))
     if unknown:
         raise ValueError(f"setup {name!r} has no parameter {', '.join(map(repr, unknown))}; "
-                         f"its parameters: {', '.join(f'{k}={v.default!r}' for k, v in known.items())}")
+                         f"its parameters: {', '.join(f'{k}={v!r}' for k, v in known.items())}")
     n = params.get("n")
     if n is not None and not (isinstance(n, int) and n >= 2):
         raise ValueError(f"setup {name!r}: n must be an integer of at least 2 (grid points per axis), got {n!r}")
-    return SETUPS[name](**params)
+    for key, value in params.items():
+        # a NaN would surface much later as "non-finite entries" of some matrix
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"setup {name!r}: {key} must be a finite number, got {value!r}")
+
+
+def setup_unknowns(name, **params):
+    """The size of the setup's state (values per time), without building it."""
+    values = {**_parameters(name), **params}
+    if name == "heat":
+        return values["n"] ** values["dim"]
+    if name == "burgers":
+        return values["n"] ** 3
+    return {"lorenz": 3, "brusselator": 2}[name]
+
+
+def _parameters(name):
+    """The setup's parameters and their defaults."""
+    return {k: v.default for k, v in inspect.signature(SETUPS[name]).parameters.items()}

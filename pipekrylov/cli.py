@@ -18,8 +18,9 @@ import time
 import numpy as np
 
 from .kernels.compile import compiling_notice
-from .problems import GENERATORS, parse_problem, problem_size
-from .parallel.commandline import ArgumentParser, add_debug_option, run_command
+from .problems import GENERATORS, check_problem_memory, parse_problem, problem_size
+from .parallel.commandline import (ArgumentParser, add_debug_option, at_least, check_output_folder, output_errors,
+                                   refuse_nested_launch, run_command)
 
 METHODS = ("cg", "cr", "bicgstab", "gmres", "p-cg", "p-cr", "p-bicgstab", "p-cgs", "p-cg-hs", "p-gmres")
 
@@ -31,6 +32,7 @@ def build_problem(comm, problem, matrix):
     if matrix:
         return mat.read_matrix(matrix, comm), os.path.basename(matrix)
     name, n = parse_problem(problem)
+    check_problem_memory(problem, comm)
     return getattr(mat, name)(comm, n), problem
 
 
@@ -120,6 +122,7 @@ def bench_command(args):
     comm = MPI.COMM_WORLD
     if not check_ranks(comm, args.expect_ranks):
         return 2
+    at_least(1, repeat=args.repeat)
     records = [solve_record(args, comm) for _ in range(args.repeat)]
     row = collect(records)[0]
     if comm.rank == 0:
@@ -133,8 +136,14 @@ def bench_command(args):
 
 
 def scaling_command(args):
-    from .scaling import collect, read_records, run_series, write_outputs
+    from .scaling import check_launcher, collect, read_records, run_series, write_outputs
     if args.action == "run":
+        refuse_nested_launch("pipekrylov scaling run")
+        for ranks in args.ranks:
+            at_least(1, ranks=ranks)
+        check_launcher(args.launcher)
+        parse_problem(args.problem)
+        check_output_folder(args.output)
         solve_args = ["--problem", args.problem, "--rtol", str(args.rtol),
                       "--latency", str(args.latency)]
         solve_args += ["--pc", args.pc] if args.pc else []
@@ -142,9 +151,13 @@ def scaling_command(args):
         run_series(args.ranks, args.methods, solve_args, args.output, args.launcher)
         sources = [args.output]
     else:
+        if not args.sources:
+            raise ValueError("scaling collect: name the records.jsonl files (or their folders) to collect")
         sources = args.sources
     rows = collect(read_records(sources))
-    for path in write_outputs(rows, args.output, args.title):
+    with output_errors(args.output):
+        paths = write_outputs(rows, args.output, args.title)
+    for path in paths:
         print("wrote", path)
     print(f"{'series':32s} {'ranks':>5s} {'its':>5s} {'ms/it':>9s} {'speedup':>8s} {'eff.':>6s}")
     for row in rows:
@@ -156,6 +169,8 @@ def scaling_command(args):
 def demo_command(args):
     """Where pipelining wins: one MPI job, one table, one picture (pipekrylov.demo)."""
     from .demo import main
+    refuse_nested_launch("pipekrylov demo")
+    check_output_folder(args.output)
     return main(args.output, args.quick)
 
 
@@ -163,6 +178,7 @@ def model_command(args):
     """Modelled strong scaling (pipekrylov.model) of one problem on a machine."""
     from mpi4py import MPI
     from . import model
+    at_least(1, max_ranks=args.max_ranks)
     comm = MPI.COMM_WORLD
     if args.machine == "here":
         machine = model.calibrate(comm)
@@ -189,6 +205,7 @@ def model_command(args):
 def derive_command(args):
     from . import derive as dv
     from .pipelining import algorithm, is_deep
+    at_least(1, replace_every=args.replace_every)
     if is_deep(args.method, args.depth):
         print(algorithm(args.method, args.depth))
         return 0

@@ -17,6 +17,7 @@ automatic residual replacement (``-ksp_pipekrylov_replacement``).  ``--only`` ke
 rows of the PETSc KSPs named and their counterparts.
 """
 import argparse
+import sys
 import time
 
 __all__ = ["compare", "markdown_table"]
@@ -77,27 +78,38 @@ def _run(A, b, ksp_type, context, depth, max_it, pc, extra=None, repeat=3):
     return row
 
 
-def compare(comm, n, depth=2, max_it=5000, pc="jacobi", only=None, repeat=3):
+def _unknown_ksp(only):
+    """What is wrong with ``--only``, or None."""
+    known = [ksp_type for ksp_type, _ in _pairs()]
+    unknown = set(only or ()) - set(known)
+    if unknown:
+        return f"--only: unknown KSP {', '.join(sorted(unknown))}; choose from {', '.join(known)}"
+    return None
+
+
+def compare(comm, n, depth=2, max_it=5000, pc="jacobi", only=None, repeat=3, progress=None):
     """The table's rows for 2D Poisson n x n on ``comm`` (``only``: those PETSc KSP types
-    and our counterparts).  Collective."""
+    and our counterparts).  ``progress``: a stream told of each case as it starts (a
+    whole table takes minutes).  Collective."""
     import pipekrylov as pk
     from pipekrylov.petsc import aij
+    pairs = _pairs()
+    unknown = _unknown_ksp(only)
+    if unknown:   # (a SystemExit: the library's callers have it so)
+        raise SystemExit(unknown)
+    # PETSc's KSP (context None), then our counterparts
+    cases = [(ksp_type, context, extra) for ksp_type, ours in pairs if not only or ksp_type in only
+             for context, extra in [(None, {})] + ours]
     A = aij(pk.poisson2d(comm, n))
     b = A.createVecRight()
     b.set(1.0)
     table = []
-    pairs = _pairs()
-    unknown = set(only or ()) - {ksp_type for ksp_type, _ in pairs}
-    if unknown:
-        raise SystemExit(f"--only: unknown KSP {', '.join(sorted(unknown))}; "
-                         f"choose from {', '.join(k for k, _ in pairs)}")
-    for ksp_type, ours in pairs:
-        if only and ksp_type not in only:
-            continue
-        table.append([f"PETSc {ksp_type}"] + _run(A, b, ksp_type, None, depth, max_it, pc, repeat=repeat))
-        for context, extra in ours:
-            label = f"pipekrylov.petsc.{context.__name__}" + "".join(f" -{key}" for key in extra)
-            table.append([label] + _run(A, b, ksp_type, context, depth, max_it, pc, extra, repeat))
+    for number, (ksp_type, context, extra) in enumerate(cases, 1):
+        label = (f"PETSc {ksp_type}" if context is None else
+                 f"pipekrylov.petsc.{context.__name__}" + "".join(f" -{key}" for key in extra))
+        if progress is not None:
+            print(f"compare: [{number}/{len(cases)}] {label} ...", file=progress, flush=True)
+        table.append([label] + _run(A, b, ksp_type, context, depth, max_it, pc, extra, repeat))
     A.destroy()
     b.destroy()
     return table
@@ -118,13 +130,36 @@ def add_arguments(parser):
     parser.add_argument("--repeat", type=int, default=3, help="timed solves (the best is shown) after one untimed")
 
 
+def check(args, comm):
+    """What can be refused before the first solve (a PETSc error would be a traceback)."""
+    from petsc4py import PETSc
+    from pipekrylov.parallel.commandline import at_least
+    from pipekrylov.problems import check_problem_memory
+    at_least(2, n=args.n)
+    at_least(1, depth=args.depth, max_it=args.max_it, repeat=args.repeat)
+    unknown = _unknown_ksp(args.only)
+    if unknown:
+        raise ValueError(unknown)
+    pc = PETSc.PC().create(PETSc.COMM_SELF)
+    try:
+        pc.setType(args.pc)
+    except PETSc.Error:
+        raise ValueError(f"--pc {args.pc}: not a preconditioner of this PETSc (PCSetType fails); "
+                         "e.g. none, jacobi, bjacobi, ilu, icc, sor") from None
+    finally:
+        pc.destroy()
+    check_problem_memory(f"poisson2d:{args.n}", comm, label=f"--n {args.n}")
+
+
 def command(args):
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
-    table = compare(comm, args.n, args.depth, args.max_it, args.pc, args.only, max(1, args.repeat))
+    check(args, comm)
+    table = compare(comm, args.n, args.depth, args.max_it, args.pc, args.only, args.repeat,
+                    progress=sys.stderr if comm.rank == 0 else None)
     if comm.rank == 0:
         print(f"2D Poisson {args.n}x{args.n} ({args.n ** 2 // comm.size} unknowns per rank), {args.pc}, "
-              f"rtol 1e-8, {comm.size} rank(s); best of {max(1, args.repeat)} solves after one untimed")
+              f"rtol 1e-8, {comm.size} rank(s); best of {args.repeat} solves after one untimed")
         print(markdown_table(["KSP", "iterations", "reason", "true rel. residual", "us / iteration",
                               "blocked us / iteration", "loop"], table))
     return 0

@@ -26,6 +26,8 @@ import subprocess
 import sys
 import time
 
+from .parallel.commandline import output_errors
+
 __all__ = ["main"]
 
 SIZES = (256, 1024, 4096, 16384, 65536)
@@ -129,8 +131,18 @@ def main(output="results/demo", quick=False):
         raise SystemExit(f"demo: {' '.join(command)} failed (exit {out.returncode})")
     rows = [json.loads(line[4:]) for line in out.stdout.splitlines() if line.startswith("ROW ")]
     print(table(rows))
-    os.makedirs(output, exist_ok=True)
     paths = [os.path.join(output, name) for name in ("demo.json", "demo.csv", "demo.png")]
+    with output_errors(output):
+        write_records(rows, paths)
+    for path in paths:
+        print("wrote", path)
+    print(f"demo: {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+def write_records(rows, paths):
+    """The rows as JSON and CSV, and the picture."""
+    os.makedirs(os.path.dirname(paths[0]), exist_ok=True)
     with open(paths[0], "w") as f:
         json.dump(rows, f, indent=1)
     names = [n for n in OURS + PETSC if any(n in r for r in rows)]
@@ -140,10 +152,6 @@ def main(output="results/demo", quick=False):
             f.write(",".join([r["panel"], str(r["local"]), f"{r['latency_us']:g}"] +
                              ["" if r.get(n) is None else f"{r[n]:.3f}" for n in names]) + "\n")
     plot(rows, paths[2])
-    for path in paths:
-        print("wrote", path)
-    print(f"demo: {time.perf_counter() - t0:.0f} s")
-    return 0
 
 
 CROSSOVERS = (("CG", "p-CG"), ("p-CG", "p(2)-CG"))

@@ -112,16 +112,22 @@ class Machine:
 
     @classmethod
     def load(cls, path):
-        with open(path) as f:
-            values = json.load(f)
-        values["rates"] = tuple(tuple(r) for r in values.get("rates", ()))
-        values["kernels"] = {m: tuple(tuple(q) for q in points) for m, points in values.get("kernels", {}).items()}
+        try:
+            with open(path) as f:
+                values = json.load(f)
+            values["rates"] = tuple(tuple(r) for r in values.get("rates", ()))
+            values["kernels"] = {m: tuple(tuple(q) for q in points) for m, points in values.get("kernels", {}).items()}
+        except (ValueError, TypeError, AttributeError) as exc:   # not JSON, or not a machine's
+            raise ValueError(f"{path}: not a machine file (the JSON that --save-machine writes): {exc}") from None
         unknown = sorted(set(values["kernels"]) - set(LOOP_KEYS))
         if unknown:   # an older calibrate() keyed its kernels by method, with its F fitted to them
             raise ValueError(f"{path}: costs by {', '.join(map(repr, unknown))} are not this version's "
                              f"({', '.join(LOOP_KEYS)}); calibrate again (pipekrylov model --machine here "
                              "--save-machine FILE)")
-        return cls(**values)
+        try:
+            return cls(**values)
+        except TypeError as exc:   # keys missing or unknown
+            raise ValueError(f"{path}: not a machine file (the JSON that --save-machine writes): {exc}") from None
 
     def save(self, path):
         with open(path, "w") as f:

@@ -40,7 +40,7 @@ on this rank (the solve raises it on every rank at its next reduction)."""
 def _python_apply(P, x, y, R, slot, I, F):
     try:
         P.apply(x, y)
-    except Exception as exc:  # noqa: BLE001 - raised on every rank at the next reduction
+    except BaseException as exc:  # noqa: BLE001 - raised on every rank at the next reduction
         y[:] = x
         P.failures.append(exc)
         F[FLAG] = 1.0
@@ -150,7 +150,14 @@ class _Operator(Preconditioner):
         self.apply_local = apply
 
     def apply(self, r, z):
-        z[:] = self.apply_local(r)
+        out = self.apply_local(r)
+        # numpy would broadcast a scalar into z, read None as NaN: a breakdown far from its cause
+        shape, kind = np.shape(out), getattr(out, "dtype", np.asarray(out).dtype).kind
+        if shape != r.shape or kind not in "biuf":
+            what = "None" if out is None else f"{type(out).__name__} of shape {shape}, dtype {np.asarray(out).dtype}"
+            raise ValueError(f"M(r) returned {what}: it must return a real array of shape {r.shape}, "
+                             f"like r (this rank's rows)")
+        z[:] = out
 
 
 # ---------------------------------------------------------------- the compiled applies

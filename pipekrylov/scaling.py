@@ -18,9 +18,25 @@ import sys
 import time
 from collections import defaultdict
 
-__all__ = ["run_series", "read_records", "collect", "write_outputs", "plot_study"]
+__all__ = ["check_launcher", "run_series", "read_records", "collect", "write_outputs", "plot_study"]
 
 PARTS = ("spmv", "pc", "blocked", "vector")     # the per-iteration breakdown, in plot order
+
+
+LAUNCHER_FIELDS = ("ranks",)   # what a --launcher template may name
+
+
+def check_launcher(launcher):
+    """A launcher template names only ``{ranks}`` (``'srun -n {ranks}'``)."""
+    import string
+    try:
+        fields = [field for _, field, _, _ in string.Formatter().parse(launcher) if field is not None]
+    except ValueError as exc:   # a lone brace
+        raise ValueError(f"--launcher {launcher!r}: {exc}") from None
+    unknown = [f for f in fields if f not in LAUNCHER_FIELDS]
+    if unknown:
+        raise ValueError(f"--launcher {launcher!r}: unknown placeholder {{{unknown[0]}}}; the known one is "
+                         + ", ".join(f"{{{f}}}" for f in LAUNCHER_FIELDS) + " (the process count)")
 
 
 def run_series(ranks, methods, solve_args, output, launcher="mpiexec -n {ranks}",
@@ -64,8 +80,29 @@ def read_records(paths):
         if os.path.isdir(path):
             path = os.path.join(path, "records.jsonl")
         with open(path) as f:
-            records += [json.loads(line) for line in f if line.strip()]
+            for number, line in enumerate(f, 1):
+                if line.strip():
+                    records.append(_record(line, f"{path}:{number}"))
+    if not records:
+        raise ValueError(f"no records in {', '.join(paths)}")
     return records
+
+
+RECORD_KEYS = ("method", "problem", "n", "ranks", "iterations", "time_per_iteration", "spmv", "pc",
+               "reductions_blocked")
+
+
+def _record(line, where):
+    """One line of a records.jsonl: a solve record (``solve --json``), else an error
+    naming the file and line."""
+    try:
+        record = json.loads(line)
+    except ValueError as exc:
+        raise ValueError(f"{where}: not a JSON record ({exc})") from None
+    missing = [k for k in RECORD_KEYS if not isinstance(record, dict) or k not in record]
+    if missing:
+        raise ValueError(f"{where}: not a solve record (`pipekrylov solve --json`): no {', '.join(missing)}")
+    return record
 
 
 def _label(record):

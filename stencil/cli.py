@@ -12,9 +12,10 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from pipekrylov.files import atomic_write
 from pipekrylov.kernels.compile import compiling_notice
-from pipekrylov.parallel.commandline import ArgumentParser, add_debug_option, check_output_path, run_command
+from pipekrylov.memory import check_memory
+from pipekrylov.parallel.commandline import (ArgumentParser, add_debug_option, at_least, check_output_path,
+                                             run_command, write_output)
 
 from .checkpoint import Checkpoint
 from .distributed import gather_layers, layer_partition
@@ -74,8 +75,8 @@ def run(args, comm):
         updates = np.prod([n - (0 if stencil.periodic else 2) for n in shape]) * done
         rate = f"{updates / seconds / 1e6:.0f} MLUP/s including setup" if done > 0 else "no steps to take"
         print(f"{done} steps in {seconds:.3f} s ({rate}); sum(u) = {total:.15e}")
-        if args.output:
-            atomic_write(args.output, lambda f: np.save(f, grid))
+    if args.output:
+        write_output(args.output, lambda f: np.save(f, grid), comm)
 
 
 def check(args):
@@ -84,12 +85,21 @@ def check(args):
         raise ValueError(f"--n {args.n}: at least 3 points per axis (two of them boundary)")
     if args.steps < 0:
         raise ValueError(f"--steps {args.steps}: must not be negative")
-    for option, value in (("--threads", args.threads), ("--steps-per-pass", args.steps_per_pass),
-                          ("--block", args.block), ("--checkpoint-every", args.checkpoint_every)):
-        if value < 1:
-            raise ValueError(f"{option} {value}: must be at least 1")
+    at_least(1, threads=args.threads, steps_per_pass=args.steps_per_pass, block=args.block,
+             checkpoint_every=args.checkpoint_every)
+    at_least(0, seed=args.seed)
     if args.output:
         check_output_path(args.output, "NPY")
+
+
+def check_memory_of(args, comm):
+    """Refuse a grid too large for the machine before it is built: each rank holds its
+    layers about six times (the initial grid, the untimed pass's copy, the slab's two
+    buffers with their halos, the result); rank 0 also gathers the whole grid for
+    --output.  Collective."""
+    grid = 8 * args.n ** args.ndim
+    check_memory(f"--n {args.n}: the {args.n}^{args.ndim} grid", 6 * grid / comm.Get_size(), comm,
+                 once=grid if args.output else 0)
 
 
 def main(argv=None):
@@ -120,6 +130,7 @@ def main(argv=None):
 
     def body():
         check(args)
+        check_memory_of(args, MPI.COMM_WORLD)
         run(args, MPI.COMM_WORLD)
         return 0
     return run_command(body, "stencil", args.debug)

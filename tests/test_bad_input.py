@@ -213,3 +213,265 @@ def test_depth_too_deep_for_the_problem():
     A = pk.poisson2d(MPI.COMM_SELF, 3)
     with pytest.raises(ValueError, match="depth 5 needs more than 10 unknowns"):
         pk.plcg(A, np.ones(9), depth=5)
+
+
+# ================================================================ checkpoints and inputs that can be trusted
+# (the user trial's rows: each ends with a clear error on every rank, or the right x; none hangs)
+def _system(comm, n=6):
+    A = pk.poisson2d(comm, n)
+    return A, A.matvec(np.ones(A.partition.nlocal))
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("latency", [np.inf, -1.0, np.nan])
+def test_latency_must_be_finite(comm, latency):
+    """latency=inf waited forever in the first reduction; every route (the solvers, Solver,
+    `solve --latency`, -ksp_pipekrylov_latency) reaches the same check."""
+    A, b = _system(comm)
+    for solve in (pk.cg, pk.pipelined("cg"), lambda A, b, **k: pk.plgmres(A, b, depth=2, **k)):
+        with pytest.raises(ValueError, match="latency must be a finite number of seconds >= 0"):
+            solve(A, b, latency=latency)
+    with pytest.raises(ValueError, match="latency must be a finite"):
+        pk.Solver(A, "p-cg", latency=latency)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+@pytest.mark.parametrize("where", ["callback", "monitor", "M"])
+def test_interrupt_or_exit_in_user_code_on_rank_0(comm, interrupt, where):
+    """A KeyboardInterrupt or sys.exit() in user code on rank 0: rank 0 raises it as itself
+    (SystemExit keeps its code), the other ranks an error naming it; none waits."""
+    from pipekrylov.parallel import CollectiveError
+    A, b = _system(comm)
+    calls = [0]
+
+    def user():
+        calls[0] += 1
+        if comm.rank == 0 and calls[0] == 3:
+            raise interrupt(3) if interrupt is SystemExit else interrupt()
+    kwargs = {"callback": {"callback": lambda x: user()}, "monitor": {"monitor": lambda k, r: user()},
+              "M": {"M": lambda r: (user(), r)[1]}}[where]
+    expected = interrupt if comm.rank == 0 else CollectiveError
+    with pytest.raises(expected) as info:
+        pk.cg(A, b, rtol=1e-10, **kwargs)
+    if comm.rank == 0 and interrupt is SystemExit:
+        assert info.value.code == 3
+    if comm.rank > 0:
+        assert f"rank 0: {interrupt.__name__}" in str(info.value)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("kind", ["closed", "read-only", "/dev/full"])
+def test_monitor_file_that_cannot_be_written(comm, kind, tmp_path):
+    """A monitor file rank 0 cannot write (closed, opened read-only, a full disk): every
+    rank raises rank 0's error, instead of rank 0 alone while the others wait."""
+    import os
+    A, b = _system(comm)
+    path = tmp_path / "monitor.txt"
+    path.write_text("")
+    if kind == "closed":
+        f = open(path, "w")
+        f.close()
+    elif kind == "read-only":
+        f = open(path, "r")
+    else:
+        if not os.path.exists("/dev/full"):
+            pytest.skip("no /dev/full")
+        f = open("/dev/full", "w")
+    try:
+        with pytest.raises((ValueError, OSError), match="rank 0: " if comm.size > 1 else None):
+            pk.cg(A, b, rtol=1e-8, monitor=f)
+    finally:
+        if not f.closed:
+            try:
+                f.close()
+            except OSError:   # /dev/full: the buffered line
+                pass
+
+
+@pytest.mark.mpi(min_size=2)
+def test_comm_that_is_not_the_matrix_communicator(comm):
+    """A distributed over COMM_WORLD and comm= singletons from Split (or a b of another
+    length on each rank): every rank raises, naming comm; a Dup of A's works."""
+    A, b = _system(comm)
+    single = comm.Split(comm.rank)
+    try:
+        for bb in (b, np.ones(A.partition.nlocal + comm.rank)):
+            with pytest.raises(ValueError, match="comm is not A's communicator"):
+                pk.cg(A, bb, comm=single)
+        with pytest.raises(ValueError, match="comm is not A's communicator"):
+            pk.Solver(A, "p-cg", comm=single)
+    finally:
+        single.Free()
+    dup = comm.Dup()
+    try:
+        res = pk.cg(A, b, comm=dup, rtol=1e-10)
+        assert res.info == 0 and np.allclose(res.x, 1)
+    finally:
+        dup.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_intercommunicator_is_refused(comm):
+    A, b = _system(comm)
+    half = comm.Split(comm.rank % 2)
+    inter = half.Create_intercomm(0, comm, 1 - comm.rank % 2, tag=7)
+    try:
+        with pytest.raises(TypeError, match="comm must be an intracommunicator"):
+            pk.cg(A, b, comm=inter)
+        with pytest.raises(TypeError, match="comm must be an intracommunicator"):
+            pk.Solver(load("nos4"), "cg", comm=inter)
+    finally:
+        inter.Free()
+        half.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_two_threads_solving_on_one_communicator(comm):
+    """A second thread's solve on a communicator of two or more ranks in use is refused at
+    once, and the first solve raises on every rank at its next reduction (their
+    collectives would mix).  On one rank nothing is matched across processes: threads
+    may share it."""
+    import threading
+    A, b = _system(comm)
+    inside, refused = threading.Event(), threading.Event()
+    outcome = {}
+
+    def first():
+        def callback(x):
+            inside.set()
+            refused.wait(60)
+        try:
+            outcome["first"] = pk.cg(A, b, rtol=1e-10, callback=callback)
+        except Exception as exc:  # noqa: BLE001
+            outcome["first"] = exc
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert inside.wait(60)
+    with pytest.raises(RuntimeError, match=r"another thread is solving on this communicator.*comm.Dup\(\)"):
+        pk.cg(A, b, rtol=1e-10)
+    refused.set()
+    thread.join(120)
+    assert isinstance(outcome["first"], RuntimeError), outcome["first"]
+    assert "another thread" in str(outcome["first"])
+    assert pk.cg(A, b, rtol=1e-10).info == 0   # the communicator is free again
+
+
+ONE_BY_ONE = {"cg": pk.cg, "p-cg": pk.pipelined("cg"), "bicgstab": pk.bicgstab, "gmres": pk.gmres,
+              "p-bicgstab": pk.pipelined("bicgstab"),
+              "p(1)-gmres": lambda *a, **k: pk.plgmres(*a, depth=1, **k),
+              "p(2)-gmres": lambda *a, **k: pk.plgmres(*a, depth=2, **k)}
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("M", [None, "jacobi"])
+@pytest.mark.parametrize("name", sorted(ONE_BY_ONE))
+def test_one_by_one_system(comm, name, M):
+    """A 1 x 1 system: its lucky breakdown is the solution, not diverged_breakdown."""
+    res = ONE_BY_ONE[name](sp.csr_matrix([[3.0]]), np.array([6.0]), M=M)
+    assert res.info == 0, (res.reason, res.message)
+    assert np.allclose(res.x, 2.0)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_one_rank_owning_every_row_and_longdouble_b(comm):
+    """Not 'the ranks were called with different arguments': a 1 x 1 matrix given whole
+    with each rank's slice of b (the owner's slice is the whole b), and an identical
+    longdouble b whose padding bytes differ from rank to rank."""
+    A1 = sp.csr_matrix([[2.0]])
+    p = pk.DistributedCSR.from_scipy(A1, comm).partition
+    res = pk.cg(A1, np.array([4.0])[p.start:p.end])
+    assert res.info == 0 and np.allclose(res.x, 2.0)
+    S = load("nos4")
+    values = S @ np.ones(S.shape[0])
+    raw = np.random.default_rng(comm.rank).integers(0, 256, 16 * S.shape[0], dtype=np.uint8)
+    b = raw.view(np.longdouble)
+    assert b.shape == values.shape
+    b[:] = values
+    res = pk.cg(S, b, rtol=1e-10)
+    assert res.info == 0 and np.allclose(res.x, 1, atol=1e-6)
+
+
+@pytest.mark.mpi
+def test_singular_inconsistent_system_p2cg(comm):
+    """p(2)-CG on a singular, inconsistent system ends with a reason, alike on every rank;
+    the spectrum estimate's coefficients that are not finite are a breakdown, not a
+    numpy LinAlgError or ValueError."""
+    from pipekrylov.deep.spectrum import ritz_bound
+    from pipekrylov.solvers.result import Breakdown
+    with pytest.raises(Breakdown, match="not finite"):
+        ritz_bound(np.array([1.0, np.nan]), np.array([1.0, 1.0]))
+    n = 30
+    L = sp.diags([-np.ones(n - 1), 2 * np.ones(n), -np.ones(n - 1)], [-1, 0, 1]).tolil()
+    L[0, 0] = L[n - 1, n - 1] = 1.0   # Neumann: singular, kernel the constants
+    b = np.arange(n, dtype=float)     # not orthogonal to the kernel: inconsistent
+    res = pk.plcg(L.tocsr(), b, depth=2, rtol=1e-10, maxiter=200)
+    assert res.info != 0
+    assert len(set(comm.allgather(res.reason))) == 1
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("returns", ["scalar", "length 1", "None", "short"])
+def test_callable_M_returning_the_wrong_thing(comm, returns):
+    """A callable M must return an array like r: a scalar, a length-1 array or None were
+    accepted (numpy broadcasts them) and surfaced as a breakdown; a short one as a numpy
+    error that did not name M."""
+    A, b = _system(comm)
+    M = {"scalar": lambda r: 1.0, "length 1": lambda r: np.ones(1), "None": lambda r: None,
+         "short": lambda r: r[:-1]}[returns]
+    with pytest.raises(ValueError, match=r"M\(r\) returned .*: it must return a real array of shape"):
+        pk.cg(A, b, M=M)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("name", ["gmres", "p(2)-gmres"])
+def test_restart_larger_than_the_system(comm, name):
+    """restart=10**6 on 30 unknowns asked for 7.28 TiB; clamped to n, as scipy does."""
+    import scipy.sparse.linalg as spla
+    rng = np.random.default_rng(0)
+    S = (sp.diags(np.linspace(1, 3, 30)) + 0.1 * sp.random(30, 30, density=0.2, random_state=1)).tocsr()
+    b = rng.standard_normal(30)
+    solve = pk.gmres if name == "gmres" else (lambda *a, **k: pk.plgmres(*a, depth=2, **k))
+    res = solve(S, b, restart=10**6, rtol=1e-10)
+    assert res.info == 0, (res.reason, res.message)
+    assert np.allclose(res.x, spla.spsolve(S.tocsc(), b), atol=1e-8)
+
+
+_SHELL_JACOBI = """
+import sys
+import petsc4py
+petsc4py.init(sys.argv)
+from petsc4py import PETSc
+import pipekrylov as pk
+from pipekrylov.petsc import aij
+mat = aij(pk.poisson2d(PETSc.COMM_WORLD.tompi4py(), 5))
+class Shell:
+    def mult(self, m, x, y):
+        mat.mult(x, y)
+S = PETSc.Mat().createPython(mat.getSizes(), Shell(), comm=mat.getComm())
+S.setUp()
+ksp = PETSc.KSP().create(S.getComm())
+ksp.setOperators(S)
+ksp.setFromOptions()
+b, x = S.createVecs()
+b.set(1.0)
+ksp.solve(b, x)   # jacobi on a shell without getDiagonal: raises, and the KSP stays alive to exit
+"""
+
+
+@pytest.mark.parametrize("ksp_type", ["cg", "python"])
+def test_petsc_error_then_a_clean_exit(ksp_type, tmp_path):
+    """A MATSHELL with Jacobi through our KSP type: the error is reported and the process
+    exits with status 1, like PETSc's KSPCG, not with a crash in PetscFinalize (a KSP
+    whose set-up raised was left a Python KSP after the interpreter had gone)."""
+    import subprocess
+    import sys
+    pytest.importorskip("petsc4py")
+    script = tmp_path / "shell_jacobi.py"
+    script.write_text(_SHELL_JACOBI)
+    proc = subprocess.run([sys.executable, str(script), "-ksp_type", ksp_type, "-ksp_python_type",
+                           "pipekrylov.petsc.PipeCG", "-pc_type", "jacobi"], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 1, (proc.returncode, proc.stderr[-2000:])
+    assert "getDiagonal" in proc.stderr

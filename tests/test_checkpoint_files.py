@@ -261,3 +261,21 @@ def test_nothing_the_package_reads_can_run_code():
                 if pattern.search(line.split("#")[0]):
                     found.append(f"{os.path.relpath(path, root)}:{number}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_the_command_line_names_the_damaged_file_in_one_line(tmp_path):
+    import subprocess
+    import sys
+    from test_parareal_restart import environment
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    run = [sys.executable, "-m", "stencil", "run", "--n", "12", "--steps", "40", "--checkpoint",
+           str(tmp_path), "--checkpoint-every", "10"]
+    first = subprocess.run(run + ["--steps", "20"], env=environment(), cwd=root, capture_output=True,
+                           text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    (bad,) = glob.glob(str(tmp_path / "step*.rank0.npz"))
+    damage(bad, "truncated")
+    out = subprocess.run(run, env=environment(), cwd=root, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert f"stencil: warning: {bad}: not a checkpoint this package wrote" in out.stderr
+    assert "not resumed" in out.stderr and "resumed from the checkpoint" not in out.stdout

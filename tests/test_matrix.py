@@ -169,3 +169,56 @@ def test_petsc_binary_round_trip_with_petsc4py(comm, tmp_path_factory):
         B = PETSc.Mat().load(viewer)
         indptr, indices, data = B.getValuesCSR()
         assert abs(sp.csr_matrix((data, indices, indptr), shape=A.shape) - A).max() == 0
+
+
+# ------------------------------------------------------------------ headers the readers refuse
+# (a header is read before anything is allocated: a size beyond the machine's memory, or
+# no rows at all, is a ValueError naming the file on every rank)
+def _shared_file(comm, tmp_path_factory, name, data):
+    path = None
+    if comm.rank == 0:
+        path = tmp_path_factory.mktemp("headers") / name
+        path.write_bytes(data)
+        path = str(path)
+    return comm.bcast(path)
+
+
+HUGE = 10 ** 12
+HEADERS = {
+    "mm too large": ("huge.mtx", f"%%MatrixMarket matrix coordinate real general\n{HUGE} {HUGE} 1\n1 1 1.0\n".encode(),
+                     f"huge.mtx: its header's {HUGE} x {HUGE} matrix with 1 entries needs about"),
+    "mm 0x0": ("empty.mtx", b"%%MatrixMarket matrix coordinate real general\n0 0 0\n",
+               "the matrix has no rows (0 x 0)"),
+    # PETSc binary: the class id, rows, columns, nonzeros, then the row lengths
+    "petsc 0x0": ("empty.petsc", np.array([1211216, 0, 0, 0], dtype=">i4").tobytes(), "the matrix has no rows (0 x 0)"),
+}
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("case", sorted(HEADERS))
+def test_a_header_beyond_memory_or_without_rows_is_refused(comm, tmp_path_factory, case):
+    name, data, fragment = HEADERS[case]
+    path = _shared_file(comm, tmp_path_factory, name, data)
+    with pytest.raises(ValueError) as error:
+        pk.read_matrix(path, comm)
+    assert fragment in str(error.value)
+
+
+@pytest.mark.mpi
+def test_a_petsc_header_beyond_memory_is_refused(comm, tmp_path_factory, monkeypatch):
+    import pipekrylov.memory
+    monkeypatch.setattr(pipekrylov.memory, "available_memory", lambda: 2 ** 20)
+    n = 100_000   # a file that is all there, but needs 2 MB a rank
+    data = (np.array([1211216, n, n, 0], dtype=">i4").tobytes() + np.zeros(n, dtype=">i4").tobytes())
+    path = _shared_file(comm, tmp_path_factory, "large.petsc", data)
+    with pytest.raises(ValueError, match=f"large.petsc: its header's {n} x {n} matrix with 0 entries needs about"):
+        pk.read_matrix(path, comm)
+
+
+@pytest.mark.mpi
+def test_a_corrupt_gzip_stream_is_a_value_error(comm, tmp_path_factory):
+    import gzip
+    stream = gzip.compress(open(matrix_path("nos4"), "rb").read())
+    path = _shared_file(comm, tmp_path_factory, "corrupt.mtx.gz", stream[:40] + b"x" * 24 + stream[64:])
+    with pytest.raises(ValueError, match="corrupt.mtx.gz: corrupt gzip stream"):
+        pk.read_matrix(path, comm)

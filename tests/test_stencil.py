@@ -299,7 +299,7 @@ def test_checkpoint_resume_equals_an_uninterrupted_run(tmp_path):
     # a run that stops after 12 steps (as if killed) leaves its checkpoint behind
     part = advance(u, stencil, 12, scheduler=scheduler, checkpoint=Checkpoint(str(tmp_path), 4))
     files = sorted(p.name for p in tmp_path.iterdir())
-    assert files == ["run.json", "step000000012.rank0.npy"]
+    assert files == ["run.json", "step000000012.rank0.npz"]
     seen = []
     resumed = advance(u, stencil, 23, scheduler=scheduler, checkpoint=Checkpoint(str(tmp_path), 4),
                       callback=lambda step, owned: seen.append(step))

@@ -20,8 +20,8 @@ from ..loops import Labels, LoopSpec
 from ..loops import plgmres as loop
 from ..runtime import layout as L
 from ..solvers.driver import Finished
+from ..solvers.inputs import fitted_restart
 from ..solvers.result import Breakdown
-from ..solvers.solver import solve_once
 from .plcg import _shift_rule
 from .spectrum import chebyshev_shifts, estimate_spectrum, interval_from_ritz
 
@@ -31,19 +31,22 @@ MAX_RESTARTS = 50
 
 
 def plgmres(A, b, x0=None, *, depth=1, restart=30, shifts="auto", interval=None, rtol=1e-5, atol=0.0,
-            maxiter=None, M=None, callback=None, comm=None, monitor=False, latency=0.0, estimate_steps=30,
-            loop="auto"):
+            maxiter=None, M=None, callback=None, callback_type=None, comm=None, monitor=False, latency=0.0,
+            estimate_steps=30, loop="auto"):
     """Solve ``A x = b`` by p(l)-GMRES(``restart``) with pipeline depth ``depth``.  Collective.
 
-    Arguments and result as :func:`pipekrylov.gmres`, plus ``depth`` (``1 <= depth <=
+    Arguments and result as :func:`pipekrylov.gmres` (scipy's ``maxiter`` in restart cycles,
+    ``callback_type``), plus ``depth`` (``1 <= depth <=
     restart``), ``shifts``, ``interval`` and ``estimate_steps`` as :func:`pipekrylov.deep.plcg`
     (see the module's docstring for the estimate), and ``loop`` (the compiled loop, or the
     same loop interpreted).  The result also has ``restarts`` (cycles cut short by a
     breakdown) and ``shifts``.
     """
+    from ..solvers.gmres import scipy_gmres
     spec = DeepGMRES(depth, restart, shifts=shifts, interval=interval, estimate_steps=estimate_steps)
-    return solve_once(spec, A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback, comm=comm,
-                      monitor=monitor, latency=latency, loop=loop)
+    return scipy_gmres(spec, A, b, x0, restart=restart, maxiter=maxiter, callback=callback,
+                       callback_type=callback_type, monitor=monitor, comm=comm, least=depth, rtol=rtol, atol=atol,
+                       M=M, latency=latency, loop=loop)
 
 
 class DeepGMRES(LoopSpec):
@@ -56,12 +59,21 @@ class DeepGMRES(LoopSpec):
         self.depth, self.restart, self.estimate_steps = depth, restart, max(1, int(estimate_steps))
         self.rule = _shift_rule(shifts, interval, depth)
         self.options = (shifts, interval, estimate_steps)
+        self._fitted = {}   # restart -> this method for a smaller system
         super().__init__(f"p({depth})-gmres", loop.plgmres, Labels(loop.LABELS, columns=True), self._workspace,
                          loop.S_SIZE, self._breakdown, slots=depth + 2, width=restart + depth + 2, norms=1)
 
     @property
     def key(self):
         return f"{self.name} restart={self.restart} " + " ".join(map(repr, self.options))
+
+    def fitted(self, n):
+        m = fitted_restart(self.restart, n, least=self.depth)
+        if m == self.restart:
+            return self
+        if m not in self._fitted:
+            self._fitted[m] = DeepGMRES(self.depth, m, *self.options)
+        return self._fitted[m]
 
     def _workspace(self, n, preconditioned):
         return loop.workspace(n, self.depth, self.restart)

@@ -200,8 +200,11 @@ class Method:
     solution : str
     constants : tuple of str
         Vectors fixed during the iterations (``b``; a shadow residual ``r0``).
-    checks : tuple of (condition, reason)
-        Breakdown tests on scalars, made as soon as their scalars are known.
+    checks : tuple of (condition, reason) or (condition, reason, finish)
+        Breakdown tests on scalars, made as soon as their scalars are known.  ``finish``,
+        an update of the solution (``"x = x + alpha*phat"``), marks a breakdown that can be
+        a lucky one: the method is done (BiCGStab's ``(t, t) = 0`` when ``s = 0``).  The
+        solver applies it, then checks ``b - A x`` before it reports convergence.
     invariants : tuple of str
         Operator statements that hold between state vectors in exact arithmetic
         (``"s = A p"`` when ``s`` is kept by a recurrence); residual replacement restores
@@ -246,6 +249,15 @@ class Method:
         object.__setattr__(self, "parsed_invariants", parsed)
         if self.norm not in ("2", "natural"):
             raise ValueError(f"{self.name}: norm must be '2' or 'natural', got {self.norm!r}")
+        finishes = {}
+        for check in self.checks:
+            if len(check) == 3:
+                finish = parse_statement(check[2], vectors)
+                if finish.kind != "lincomb" or finish.target != self.solution:
+                    raise ValueError(f"{self.name}: check {check[0]!r}: its finish must update the "
+                                     f"solution, '{self.solution} = {self.solution} + ...', got {check[2]!r}")
+                finishes[check[0]] = finish
+        object.__setattr__(self, "finishes", finishes)
         for name in (self.residual, self.solution, *self.state):
             if name not in vectors:
                 raise ValueError(f"{self.name}: {name!r} is not a vector of the method")
@@ -281,7 +293,7 @@ class Method:
         for stmt in self.parsed_iteration:
             check(stmt, known, "iteration")
             known.add(stmt.target)
-        for condition, _ in self.checks:
+        for condition, *_ in self.checks:
             names = {n.id for n in ast.walk(ast.parse(condition, mode="eval")) if isinstance(n, ast.Name)}
             for name in sorted(names - known):
                 raise ValueError(f"{self.name}: the check {condition!r} reads {name!r}, which no statement defines")

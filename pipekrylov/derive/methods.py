@@ -66,7 +66,8 @@ CR = Method(
         "gamma = (u, w)",
         "delta = (m, w)",
         "beta = gamma / gamma_old",
-        "alpha = gamma / (delta - beta * gamma / alpha_old)",
+        "sq = delta - beta * gamma / alpha_old",
+        "alpha = gamma / sq",
         "p = u + beta*p",
         "s = w + beta*s",
         "q = m + beta*q",
@@ -76,7 +77,9 @@ CR = Method(
         "gamma_old = gamma",
         "alpha_old = alpha",
     ),
-    checks=(("gamma != 0", "diverged_breakdown"), ("alpha > 0", "diverged_indefinite_pc")),
+    # (s, q) = (A p, M A p) > 0 for SPD M, whatever A's definiteness: CR goes on where
+    # (u, A u) < 0 (a symmetric indefinite A), as the classic loop does
+    checks=(("gamma != 0", "diverged_breakdown"), ("sq > 0", "diverged_indefinite_pc")),
     invariants=("u = M r", "s = A p", "q = M s"),
 )
 
@@ -104,8 +107,9 @@ BICGSTAB = Method(
         "r = s - omega*t",
         "rho_old = rho",
     ),
+    # (t, t) = 0 means s = 0 (A M nonsingular): x + alpha phat is the solution
     checks=(("rho != 0", "diverged_breakdown_bicg"), ("r0v != 0", "diverged_breakdown"),
-            ("tt > 0", "diverged_breakdown"), ("omega != 0", "diverged_breakdown")),
+            ("tt > 0", "diverged_breakdown", "x = x + alpha*phat"), ("omega != 0", "diverged_breakdown")),
 )
 
 # Right-preconditioned CGS (Sonneveld 1989; Saad, Alg. 7.6).

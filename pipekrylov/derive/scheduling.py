@@ -59,7 +59,7 @@ def _recurrence(sym, img, stored):
 
 def _checks(method, scalars):
     out = {}
-    for condition, reason in method.checks:
+    for condition, reason, *_ in method.checks:
         tree = ast.parse(condition, mode="eval")
         (name,) = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
         ssa = next((s.name for s in scalars if s.name == name or

@@ -7,11 +7,13 @@ The loop itself starts up, iterates, tests and confirms convergence against ``b 
 (starting again from ``x`` where that fails); what happens rarely stays in Python, on
 the solver's own operands: residual replacement every ``replace_every`` iterations, the
 drift measured every ``CHECK_EVERY`` (automatic replacement), a restart after a
-breakdown of the recurrences, and telling a breakdown of lost accuracy from one of the
-matrix.
+breakdown of the recurrences, finishing a lucky breakdown (a check with a ``finish``), and
+telling a breakdown of lost accuracy from one of the matrix.
 """
+import ast
 import functools
 import hashlib
+import re
 
 import numpy as np
 
@@ -19,6 +21,7 @@ from ..kernels.compile import compile_source
 from ..loops import LoopSpec
 from ..runtime import layout as L
 from ..solvers.result import Breakdown
+from .execute import coefficient
 from .loopgen import generate_loop
 
 __all__ = ["DerivedLoop", "derived_loop"]
@@ -63,7 +66,9 @@ class DerivedLoop(LoopSpec):
 
     def _breakdown(self, check, value):
         name, condition, reason = self.loop_code.checks[check]
-        return Breakdown(reason, f"p-{self.method.name}: {condition} fails ({name} = {value:.3e})")
+        error = Breakdown(reason, f"p-{self.method.name}: {condition} fails ({name} = {value:.3e})")
+        error.check = check
+        return error
 
     # -------------------------------------------------------------- hooks
     def prepare(self, solver):
@@ -121,6 +126,18 @@ class DerivedLoop(LoopSpec):
         I = solver.I
         iteration = int(I[L.ITERATION])
         again = solver.restarted_at is not None and iteration - solver.restarted_at <= 2
+        finish = self._finish_of(getattr(breakdown, "check", None))
+        if finish is not None and not again:
+            # maybe a lucky breakdown: finish the solution, and start again from it; the
+            # top of the next iteration confirms convergence against b - A x (if it was
+            # not lucky, the check fails again at once and is reported)
+            self._finish(solver, run.x, finish, self.loop_code.checks[breakdown.check][0])
+            solver.restarted_at = iteration
+            I[L.ITERATION] = iteration + 1
+            if iteration + 1 > I[L.MAXITER]:
+                return False
+            I[L.RESUME] = L.FROM_X
+            return True
         if self.check_every and not again:
             solver.restarted_at = iteration
             I[L.REPLACEMENTS] += 1
@@ -138,6 +155,40 @@ class DerivedLoop(LoopSpec):
         return False
 
     # -------------------------------------------------------------- in Python, rarely
+    def _finish_of(self, check):
+        """The base method's finish for loop check number ``check``, or None."""
+        if check is None:
+            return None
+        base = _base_name(self.loop_code.checks[check][0])
+        return next((f for condition, f in self.method.finishes.items()
+                     if base in {n.id for n in ast.walk(ast.parse(condition, mode="eval")) if isinstance(n, ast.Name)}),
+                    None)
+
+    def _finish(self, solver, x, finish, at):
+        """``x = finish`` in the base method's names, with the values they have in the
+        loop when the check of scalar ``at`` fails: each scalar's latest version, each
+        vector the loop keeps, or else its base definition applied (``phat = M p``)."""
+        version = {}
+        for phase in self.code.schedule.phases:
+            for st in phase.scalars:
+                version[st.source.split("=")[0].strip()] = st.name
+                if st.name == at:
+                    break
+            else:
+                continue
+            break
+        names = self.loop_code.scalars
+        scalars = {s: solver.S[names.index(version.get(s, s))] for c, _ in finish.terms for s in c.symbols()}
+        new = sum(coefficient(c, scalars) * (x if v == self.method.solution else self._base_vector(solver, v))
+                  for c, v in finish.terms)
+        x[:] = new
+
+    def _base_vector(self, solver, name):
+        if self.loop_vector(name) in self.rows:
+            return self._vector(solver, name)
+        st = next(st for st in self.method.parsed_iteration if st.target == name and st.kind == "apply")
+        return solver.apply(st.word, self._base_vector(solver, st.source), np.empty(solver.partition.nlocal))
+
     def _vector(self, solver, name):
         return solver.W[self.rows[self.loop_vector(name)]]
 
@@ -175,3 +226,7 @@ class DerivedLoop(LoopSpec):
         b - A x itself (below that a replacement gains nothing)."""
         return gap > np.sqrt(np.finfo(float).eps) * true and gap > floor
 
+
+def _base_name(ssa):
+    """A scalar's name in the base method (its versions in the loop are name_1, name_2 ...)."""
+    return re.sub(r"_\d+$", "", ssa)

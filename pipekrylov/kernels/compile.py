@@ -23,6 +23,7 @@ import threading
 from contextlib import contextmanager
 
 import numba
+import numba.core.event
 from numba.core import caching
 
 from ..files import atomic_write
@@ -67,22 +68,40 @@ def cache_dir():
 _NOTICE = threading.local()   # whether this thread is inside a compiling_notice block
 
 
+class _FirstCompile(numba.core.event.Listener):
+    """Says, when Numba starts the first compilation, that the run is compiling.  Numba
+    fires "numba:compile" on a cache miss only: a run that loads every kernel says
+    nothing, however long its set-up takes (a large file, a FIFO waiting for a writer)."""
+
+    def __init__(self):
+        self.said = False
+
+    def on_start(self, event):
+        if not self.said:
+            self.said = True
+            print(f"compiling the kernels (the first run only: cached in {cache_dir()}) ...",
+                  file=sys.stderr, flush=True)
+
+    def on_end(self, event):
+        pass
+
+
 @contextmanager
-def compiling_notice(speak=True, after=1.0):
-    """Say once that kernels are being compiled, if the block takes longer than ``after``
-    seconds (a first run on a machine compiles them into the caches; later runs load
-    them).  ``speak``: whether this process says it (rank 0 of a parallel run).  A block
-    inside another says nothing of its own."""
-    notice = threading.Timer(after, lambda: print(
-        f"compiling the kernels (the first run only: cached in {cache_dir()}) ...", file=sys.stderr, flush=True))
+def compiling_notice(speak=True):
+    """Say once that kernels are being compiled, if one is compiled in the block (a first
+    run on a machine compiles them into the caches; later runs load them).  ``speak``:
+    whether this process says it (rank 0 of a parallel run).  A block inside another
+    says nothing of its own."""
     outer = not getattr(_NOTICE, "active", False)
-    if speak and outer:
-        notice.start()
+    listener = _FirstCompile() if speak and outer else None
+    if listener is not None:
+        numba.core.event.register("numba:compile", listener)
     _NOTICE.active = True
     try:
         yield
     finally:
-        notice.cancel()
+        if listener is not None:
+            numba.core.event.unregister("numba:compile", listener)
         if outer:
             _NOTICE.active = False
 

@@ -128,6 +128,10 @@ class LoopSpec:
         """What tells this method and its options from another's, alike on every rank."""
         return self.name
 
+    def fitted(self, n):
+        """This loop for a system of ``n`` unknowns (GMRES's: its restart at most n)."""
+        return self
+
     def prepare(self, solver):
         """Before each solve: the method's own fields of the state."""
 

@@ -182,6 +182,11 @@ class GMRESSpec(LoopSpec):
     def key(self):
         return f"gmres restart={self.restart}"
 
+    def fitted(self, n):
+        from ..solvers.inputs import fitted_restart
+        m = fitted_restart(self.restart, n)
+        return self if m == self.restart else gmres_spec(m)
+
     def _workspace(self, n, preconditioned):
         m = self.restart
         return (np.zeros((m + 1, n)), np.zeros((m, n) if preconditioned else (1, 1)), np.zeros(n),

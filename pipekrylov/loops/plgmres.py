@@ -46,6 +46,7 @@ INNER, END, COLUMN = 6, 7, 8    # after an iteration's test; the cycle's end; an
 SQUARE_ROOT, ZERO_COLUMN = 0, 1  # the breakdown checks: both end the cycle, its driver restarts
 FULL, NOT_CONFIRMED = 0, 1       # why a cycle ended without converging (J[CAUSE])
 FIRST_LABEL, TRUE_LABEL = -1, -2
+LUCKY = 1e-12   # a square root's argument below this fraction of ||z_c||^2: z_c is in the basis's span
 LABELS = ("||r||", "true ||r||")
 (DEPTH, IT, DONE_K, REPORT, CAUSE, FIRST, HAPPY, OUTCOME, J_SIZE) = range(9)   # the method's integers J
 (BETA, S_SIZE) = range(2)                                                     # and scalars S
@@ -140,19 +141,25 @@ def plgmres(W, x, b, S, I, F, hist, trace, A, P, R):
                 G[r, c] = gram[r]
             first_gram = c - l + 1
         square = _complete_column(G, c, first_gram, gram)
-        if not square > 0:
+        # z_c in the span of v_0 .. v_(c-1) to rounding: the Krylov space is invariant
+        # (a lucky breakdown: a 1 x 1 system's first column), and the last column of H
+        # holds the solution (its h_(k+1,k) = 0); b - A x confirms it
+        lucky = not square > 0 and abs(square) <= LUCKY * gram[c]
+        if not square > 0 and not lucky:
             I[CHECK], F[VALUE] = SQUARE_ROOT, square
             J[OUTCOME] = BREAKDOWN
             resume = END
             break
+        if lucky:
+            G[c, c] = 0.0
         _hessenberg_column(G, H, sigma, k, l, bvec)
-        # v_c = (z_c - V G[:c, c]) / G[c, c]
-        _copy(Z[c], V[c])
-        for r in range(c):
-            bvec[r] = G[r, c]
-        subtract_combination(V, bvec, c, V[c])
-        divide(V[c], G[c, c], V[c])
-        if it < m:
+        if not lucky:   # v_c = (z_c - V G[:c, c]) / G[c, c]
+            _copy(Z[c], V[c])
+            for r in range(c):
+                bvec[r] = G[r, c]
+            subtract_combination(V, bvec, c, V[c])
+            divide(V[c], G[c, c], V[c])
+        if it < m and not lucky:
             # z_(it+1) = (w - sum_r H[r, k] z_(r+l)) / H[k+1, k], and its Gram entries
             for r in range(k + 1):
                 bvec[r] = H[r, k]
@@ -173,7 +180,7 @@ def plgmres(W, x, b, S, I, F, hist, trace, A, P, R):
             break
         J[DONE_K] = k + 1
         I[DONE] += 1
-        J[HAPPY] = not abs(H[k + 1, k]) > 1e-14 * abs(Rh[k, k])   # the solution is in the Krylov space
+        J[HAPPY] = lucky or not abs(H[k + 1, k]) > 1e-14 * abs(Rh[k, k])   # the solution is in the Krylov space
         F[RNORM] = estimate
         resume = INNER
         if I[STOP_AT_TEST] != 0:

@@ -5,10 +5,12 @@ row (row blocks balanced by nonzeros).  No rank ever holds the whole matrix: the
 global object is one integer per row (the row counts that decide the partition).
 """
 import os
+import stat
 
 import numpy as np
 import scipy.sparse as sp
 
+from ..memory import check_memory
 from ..parallel import collective_check
 from ..parallel.partition import RowPartition
 from .distributed import DistributedCSR
@@ -24,21 +26,23 @@ def read_matrix(path, comm):
     file holds: the format is read from its first bytes, not from its name.  Collective.
 
     A gzipped file is decompressed and parsed by rank 0 and distributed from there (it
-    cannot be read in parallel byte ranges); the others are read in parallel.
+    cannot be read in parallel byte ranges), and so is a pipe or a FIFO (``--matrix
+    <(zcat a.mtx.gz)``), which can be read once only; the others are read in parallel.
     """
     kind = None
-    with collective_check(comm, f"read_matrix({os.path.basename(str(path))})"):
+    what = f"read_matrix({os.path.basename(str(path))})"
+    with collective_check(comm, what):
         if comm.Get_rank() == 0:
-            kind = _sniff(path)
+            kind = _sniff(path) if stat.S_ISREG(os.stat(path).st_mode) else "stream"
     kind = comm.bcast(kind, root=0)
     if kind == "petsc":
         return read_petsc_binary(path, comm)
     if kind == "mm":
         return read_matrix_market(path, comm)
     A = None
-    with collective_check(comm, f"read_matrix({os.path.basename(str(path))})"):
+    with collective_check(comm, what):
         if comm.Get_rank() == 0:
-            A = _read_gzipped_matrix_market(path)
+            A = _read_on_one_rank(path, kind)
     return DistributedCSR.from_scipy(A, comm, root=0)
 
 
@@ -55,19 +59,69 @@ def _sniff(path):
                      f"PETSc binary matrix (no MAT_FILE_CLASSID), gzipped or not")
 
 
-def _read_gzipped_matrix_market(path):
-    """Rank 0: the whole matrix from a gzipped Matrix Market file, through the parallel
-    reader's own checks (on one rank, from a temporary file)."""
-    import gzip
+def _read_on_one_rank(path, kind):
+    """Rank 0: the whole matrix of a gzipped file or a stream, through the parallel
+    readers' own checks (on one rank, from a temporary copy)."""
     import tempfile
     from mpi4py import MPI
-    with gzip.open(path, "rb") as f, tempfile.NamedTemporaryFile(suffix=".mtx") as tmp:
-        while chunk := f.read(1 << 24):
-            tmp.write(chunk)
+    with tempfile.NamedTemporaryFile(suffix=".matrix") as tmp:
+        if kind == "stream":
+            _copy_stream(path, tmp)
+            kind = _sniff(tmp.name)
+            if kind != "gzip":
+                return read_matrix(tmp.name, MPI.COMM_SELF).to_scipy()
+            source = tmp.name
+        else:
+            source = path
+        return _read_gzipped_matrix_market(path, source)
+
+
+def _read_gzipped_matrix_market(path, source):
+    """The matrix of the gzipped Matrix Market file ``source`` (``path``: its name for
+    the messages), decompressed into a temporary file."""
+    import gzip
+    import tempfile
+    import zlib
+    from mpi4py import MPI
+    with gzip.open(source, "rb") as f, tempfile.NamedTemporaryFile(suffix=".mtx") as tmp:
+        try:
+            while chunk := f.read(1 << 24):
+                tmp.write(chunk)
+        except (zlib.error, EOFError, gzip.BadGzipFile) as exc:
+            raise ValueError(f"{path}: corrupt gzip stream ({exc})") from None
         tmp.flush()
         if not _sniff(tmp.name) == "mm":
             raise ValueError(f"{path}: a gzipped file that is not a Matrix Market file")
         return read_matrix_market(tmp.name, MPI.COMM_SELF).to_scipy()
+
+
+FIFO_WAIT = 10.0   # seconds a FIFO may stay without a writer before the reader gives up
+
+
+def _copy_stream(path, out):
+    """Copy a pipe's or a FIFO's bytes into the file ``out``.  A FIFO is opened without
+    waiting for a writer (a plain open would block, silently, until one comes) and
+    refused when none has written after FIFO_WAIT seconds."""
+    import time
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        os.set_blocking(fd, True)   # reads now wait for data while a writer is connected
+        deadline = time.monotonic() + FIFO_WAIT
+        received = False
+        while True:
+            chunk = os.read(fd, 1 << 24)
+            if chunk:
+                out.write(chunk)
+                received = True
+            elif received:
+                break
+            elif time.monotonic() > deadline:   # no writer yet (EOF without data)
+                raise ValueError(f"{path}: a pipe or FIFO that nothing wrote to in {FIFO_WAIT:.0f} s")
+            else:
+                time.sleep(0.05)
+        out.flush()
+    finally:
+        os.close(fd)
 
 
 # ------------------------------------------------------------------ Matrix Market
@@ -87,6 +141,15 @@ def read_matrix_market(path, comm):
     with collective_check(comm, "read_matrix_market"):
         if n_rows != n_cols:
             raise ValueError(f"matrix must be square, got {n_rows} x {n_cols}")
+        if n_rows < 1:
+            raise ValueError(f"{path}: the matrix has no rows ({n_rows} x {n_cols})")
+        if nnz < 0:
+            raise ValueError(f"{path}: the header announces {nnz} entries")
+    stored = nnz * (1 if symmetry == "general" else 2)
+    data_bytes = max(os.path.getsize(path) - data_start, 0)
+    check_memory(f"{path}: its header's {n_rows} x {n_cols} matrix with {nnz} entries",
+                 _mm_memory(n_rows, nnz, stored, data_bytes, comm.Get_size()), comm)
+    with collective_check(comm, "read_matrix_market"):
         rows, cols, vals = _mm_entries(path, comm, field, data_start)
         bad = (rows < 1) | (rows > n_rows) | (cols < 1) | (cols > n_cols)
         if bad.any():
@@ -106,8 +169,17 @@ def read_matrix_market(path, comm):
         sign = -1.0 if symmetry == "skew-symmetric" else 1.0
         rows, cols, vals = (np.concatenate([rows, cols[off]]), np.concatenate([cols, rows[off]]),
                             np.concatenate([vals, sign * vals[off]]))
-    counts = np.bincount(rows, minlength=n_rows).astype(np.int64)
-    return _distribute_entries(comm, n_rows, counts, rows, cols, vals)
+    return _distribute_entries(comm, n_rows, np.bincount(rows, minlength=n_rows).astype(np.int64, copy=False),
+                               rows, cols, vals)
+
+
+def _mm_memory(n_rows, nnz, stored, data_bytes, ranks):
+    """Bytes a rank needs to read a Matrix Market file: two integers per row of the whole
+    matrix (the row counts that decide the partition), its share of the text, and per
+    entry the parser's Python objects (about 250 bytes for a line's three tokens), then
+    per stored entry the triplets, their sorted and received copies and the CSR
+    (about 100 bytes)."""
+    return 16 * n_rows + (data_bytes + 250 * nnz + 100 * stored) / ranks
 
 
 def _mm_header(path):
@@ -187,9 +259,16 @@ def read_petsc_binary(path, comm):
         n_rows, n_cols, nnz = (int(v) for v in header[1:])
         if n_rows != n_cols:
             raise ValueError(f"matrix must be square, got {n_rows} x {n_cols}")
+        if n_rows < 1:
+            raise ValueError(f"{path}: the matrix has no rows ({n_rows} x {n_cols})")
         expected = 16 + 4 * n_rows + 12 * nnz
         if os.path.getsize(path) < expected:
             raise ValueError(f"{path}: truncated ({os.path.getsize(path)} bytes, need {expected})")
+    # the row lengths (read as 4 bytes, kept as 8, summed), this rank's share of the
+    # columns and values (read, converted) and its CSR
+    check_memory(f"{path}: its header's {n_rows} x {n_cols} matrix with {nnz} entries",
+                 20 * n_rows + 40 * nnz / comm.Get_size(), comm)
+    with collective_check(comm, f"read_petsc_binary({os.path.basename(str(path))})"):
         lengths = np.fromfile(path, dtype=">i4", count=n_rows, offset=16).astype(np.int64)
         if lengths.sum() != nnz or np.any(lengths < 0):
             raise ValueError(f"{path}: row lengths do not add up to {nnz}")
@@ -220,8 +299,14 @@ def write_petsc_binary(path, A):
 # ------------------------------------------------------------------ shared
 def _distribute_entries(comm, n, counts, rows, cols, vals):
     """Send (row, col, value) triplets to the owners of their rows; build the matrix."""
-    comm.Allreduce(counts.copy(), counts)
-    partition = RowPartition.balanced(comm, np.concatenate([[0], np.cumsum(counts)]))
+    from mpi4py import MPI
+    # in place: with many rows, these two are the largest arrays of every rank
+    comm.Allreduce(MPI.IN_PLACE, counts)
+    cumulative = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=cumulative[1:])
+    del counts
+    partition = RowPartition.balanced(comm, cumulative)
+    del cumulative
     owner = partition.owner(rows)
     order = np.argsort(owner, kind="stable")
     send_counts = np.bincount(owner, minlength=comm.Get_size()).astype(np.int64)

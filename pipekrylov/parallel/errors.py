@@ -30,9 +30,11 @@ def raise_on_any(comm, error, what=""):
     ------
     Exception
         The failing ranks' exception type when they agree, else :class:`CollectiveError`;
-        the message lists each failing rank and its reason.
+        the message lists each failing rank and its reason.  A KeyboardInterrupt or
+        SystemExit is re-raised as itself where it was raised; the other ranks raise a
+        :class:`CollectiveError` naming it.
     """
-    local = None if error is None else (type(error), str(error))
+    local = None if error is None else (type(error), _text(error))
     if comm is None or comm.Get_size() == 1:
         failures = [local]
     else:
@@ -59,6 +61,10 @@ def raise_on_any(comm, error, what=""):
     if what:
         message = f"{what}: {message}"
     kind = types.pop() if len(types) == 1 else CollectiveError
+    if error is not None and not isinstance(error, Exception):
+        raise error   # a KeyboardInterrupt or SystemExit stays itself (its exit status) where it was raised
+    if not issubclass(kind, Exception):   # the others stop with an error naming it
+        kind = CollectiveError
     try:
         exc = kind(message)
     except Exception:  # exception types whose constructor wants more than a message
@@ -66,6 +72,14 @@ def raise_on_any(comm, error, what=""):
     if error is not None:
         raise exc from error
     raise exc
+
+
+def _text(error):
+    """An error's message; a KeyboardInterrupt or SystemExit, which have none worth the
+    name, by its type: ``SystemExit(3)``, ``KeyboardInterrupt``."""
+    if isinstance(error, Exception):
+        return str(error)
+    return f"{type(error).__name__}({error})" if str(error) else type(error).__name__
 
 
 def format_ranks(ranks):

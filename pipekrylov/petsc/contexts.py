@@ -56,9 +56,10 @@ class Context:
     def setUp(self, ksp):
         """KSPSetUp: the binding of the KSP's operator and PC, and the solver set up on them
         (its compiled loop, workspace and buffers), once for every solve that follows."""
+        if not any(k.handle == ksp.handle for k in _KSPS):   # first: a set-up that raises leaves it a Python KSP too
+            _KSPS.append(ksp)
         self.binding = Binding(ksp)
         self.solver_ = self._solver(ksp)
-        _KSPS.append(ksp)
 
     def reset(self, ksp):
         self.binding = self.solver_ = None

@@ -72,7 +72,7 @@ class Run:
         """An event worth a line in a printing monitor (a restart, say); rank 0 prints it."""
         monitor = self.monitor
         if monitor and not callable(monitor) and self.solver.comm.Get_rank() == 0:
-            print(f"     {self.solver.method}: {message}", file=_stream(monitor), flush=True)
+            _print(self.solver, f"     {self.solver.method}: {message}", monitor)
 
 
 def drive(solver, x, b, callback, monitor, t0):
@@ -83,14 +83,21 @@ def drive(solver, x, b, callback, monitor, t0):
         solver.spec.begin(solver, run)
         reason, message = run_events(solver, run)
     except Breakdown as exc:
+        if (solver.R.row >= 0).any():   # a hook's breakdown between the loop's calls: its reductions in flight
+            from ..runtime.reduce import drain
+            drain(solver.R, solver.I, solver.F, solver.trace)
         if _solved_to_rounding(solver, x, b):
             reason, message = "converged_atol", f"b - A x at the rounding level where the recurrence broke down ({exc})"
         else:
             reason, message = exc.reason, str(exc)
     except Finished as end:
         reason, message = end.reason, end.message
-    if solver.failures:   # user code failed after the last reduction: every rank raises it
+    if callback is not None or monitor or solver.loop == "python":
+        # user code may have failed after the last reduction: one flag Allreduce, made
+        # by every rank of a solve that ran any (else none is needed), raises it everywhere
         _agree(solver)
+    elif solver.failures:   # another thread's solve, refused after the last reduction (rank-local)
+        raise solver.failures[0]
     I = solver.I
     iterations = int(I[L.MAXITER]) if reason == "diverged_its" else int(I[L.DONE])
     history = run.history
@@ -163,22 +170,35 @@ def _monitor(solver, monitor, iteration, rnorm):
     if callable(monitor):
         try:
             monitor(iteration, rnorm)
-        except Exception as exc:  # noqa: BLE001 - raised on every rank at the next reduction
+        except BaseException as exc:  # noqa: BLE001 - raised on every rank at the next reduction
             _failed(solver, exc, "monitor")
     elif solver.comm.Get_rank() == 0:
-        print(f"{iteration:4d} KSP Residual norm {rnorm:.12e}", file=_stream(monitor), flush=True)
+        _print(solver, f"{iteration:4d} KSP Residual norm {rnorm:.12e}", monitor)
+
+
+def _print(solver, line, monitor):
+    """A monitor's line, on rank 0: a file that cannot take it (closed, read-only, a full
+    disk) fails the solve on every rank, as a monitor that raises does."""
+    if solver.failures:
+        return   # the solve ends with an error at the next reduction: no more lines
+    try:
+        print(line, file=_stream(monitor), flush=True)
+    except Exception as exc:  # noqa: BLE001 - raised on every rank at the next reduction
+        _failed(solver, exc, "monitor")
 
 
 def _callback(solver, callback, x):
     try:
         callback(solver.A.gather(x) if solver.whole else x)
-    except Exception as exc:  # noqa: BLE001 - raised on every rank at the next reduction
+    except BaseException as exc:  # noqa: BLE001 - raised on every rank at the next reduction
         _failed(solver, exc, "callback")
 
 
 def _failed(solver, exc, what):
     """User code raised on this rank: flag it; the next reduction tells every rank, which
-    raise it as the original exception (one rank alone raises at once)."""
+    raise it as the original exception (one rank alone raises at once).  A
+    KeyboardInterrupt or SystemExit too: the ranks stop together (the others raise an
+    error naming it: :func:`~pipekrylov.parallel.errors.raise_on_any`)."""
     if hasattr(exc, "add_note"):   # Python >= 3.11: the failing rank's traceback says so
         exc.add_note(f"raised by the {what} given to {solver.method}, on rank {solver.comm.Get_rank()}")
     solver.failures.append(exc)
@@ -234,8 +254,13 @@ def _solved_to_rounding(solver, x, b):
     Collective: one operator application, one reduction."""
     r = b - solver.apply("A", x, np.empty_like(x))
     rr, xx = solver.reduce([r @ r, x @ x], "true ||r|| at a breakdown")
-    floor = np.finfo(float).eps * (solver.norm_inf_a * np.sqrt(xx) + solver.F[L.BNORM])
-    return bool(np.isfinite(floor) and np.sqrt(rr) <= max(solver.F[L.ATOL], 10 * floor))
+    eps, rnorm, bnorm = np.finfo(float).eps, np.sqrt(rr), solver.F[L.BNORM]
+    floor = eps * (solver.norm_inf_a * np.sqrt(xx) + bnorm)
+    if rnorm <= solver.F[L.ATOL]:
+        return True
+    # below the tolerance asked only where that is below rounding; and never where x has
+    # run off into a null space (a singular A: the floor grows with ||x||, ||r|| does not)
+    return bool(np.isfinite(floor) and rnorm <= 10 * floor and rnorm <= np.sqrt(eps) * bnorm)
 
 
 def result(solver, x, iterations, reason, message, history, rows, t0):

@@ -15,8 +15,8 @@ import numpy as np
 
 from ..parallel.errors import format_ranks
 
-__all__ = ["distributed", "as_sparse", "local_vector", "whole_checksum", "check_same_on_every_rank",
-           "SolveCall", "raise_different_calls"]
+__all__ = ["distributed", "as_sparse", "whole_operator", "WholeOperator", "result_dtype", "local_vector",
+           "whole_checksum", "check_same_on_every_rank", "SolveCall", "raise_different_calls", "solve_comm", "fitted_restart", "check_latency"]
 
 
 def distributed(A):
@@ -25,14 +25,114 @@ def distributed(A):
     return hasattr(A, "partition") and hasattr(A, "matvec")
 
 
+def solve_comm(A, comm, world):
+    """The communicator a solve of ``A`` runs on: ``comm``, else A's (COMM_WORLD, ``world()``,
+    for a matrix given whole).  Checked locally, alike on every rank (no message: a
+    communicator that is not A's cannot carry one): an intercommunicator, or one that
+    does not hold A's ranks in A's order, would leave the ranks waiting in collectives
+    that never match."""
+    from mpi4py import MPI
+    if comm is None:
+        return A.comm if distributed(A) else world()
+    if not isinstance(comm, MPI.Comm) or comm == MPI.COMM_NULL:
+        raise TypeError(f"comm must be an mpi4py intracommunicator, got {type(comm).__name__}")
+    if comm.Is_inter():
+        raise TypeError("comm must be an intracommunicator, got an intercommunicator: give the "
+                        "communicator of the ranks that hold A (e.g. intercomm.Merge())")
+    if distributed(A) and MPI.Comm.Compare(comm, A.comm) not in (MPI.IDENT, MPI.CONGRUENT):
+        raise ValueError(f"comm is not A's communicator (A is distributed over {A.comm.Get_size()} ranks, comm "
+                         f"has {comm.Get_size()}{'' if comm.Get_size() != A.comm.Get_size() else ', in another order'}): "
+                         "omit comm, or give A's (or a Dup of it)")
+    return comm
+
+
+def check_latency(latency):
+    """The injected latency as a float: finite and >= 0 (an infinite one waits forever)."""
+    try:
+        value = float(latency)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not (np.isfinite(value) and value >= 0):
+        raise ValueError(f"latency must be a finite number of seconds >= 0, got {latency!r}")
+    return value
+
+
+def fitted_restart(restart, n, least=1):
+    """A restart length for ``n`` unknowns: at most ``n`` (scipy's clamp; a Krylov space has
+    no more dimensions, and the cycle's workspace grows as restart^2), at least ``least``."""
+    return max(least, min(int(restart), n))
+
+
 def as_sparse(A):
     import scipy.sparse as sp
     if sp.issparse(A):
         return A
     if isinstance(A, np.ndarray) and A.ndim == 2:
         return sp.csr_matrix(A)
-    raise TypeError(f"A must be a DistributedCSR, a scipy.sparse matrix or a 2-D array, "
+    raise TypeError(f"A must be a DistributedCSR, a scipy.sparse matrix, a 2-D array or a LinearOperator, "
                     f"got {type(A).__name__}")
+
+
+def whole_operator(A):
+    """Is ``A`` an operator given whole (scipy's LinearOperator, or anything with ``shape`` and
+    ``matvec``), not a matrix the runtime distributes?"""
+    import scipy.sparse as sp
+    return not (distributed(A) or sp.issparse(A) or isinstance(A, np.ndarray)) and \
+        hasattr(A, "shape") and (hasattr(A, "matvec") or hasattr(A, "__matmul__"))
+
+
+class WholeOperator:
+    """An operator given whole on every rank (a scipy LinearOperator) with the runtime's
+    operator interface: each application gathers the vector (an Allgatherv on more than one
+    rank), applies the operator to it on every rank, and keeps this rank's rows.  Rows
+    split evenly.  Collective."""
+
+    def __init__(self, A, comm):
+        from ..parallel.partition import RowPartition
+        shape = tuple(A.shape)
+        if len(shape) != 2 or shape[0] != shape[1]:
+            raise ValueError(f"A must be square, got shape {shape}")
+        dtype = getattr(A, "dtype", None)
+        if dtype is not None and np.dtype(dtype).kind == "c":
+            raise TypeError(f"unsupported dtype {np.dtype(dtype)} for A: real systems only")
+        self.operator, self.comm, self.shape = A, comm, shape
+        self.partition = RowPartition.uniform(comm, shape[0])
+        self.spmv_time, self.spmv_count = 0.0, 0
+
+    def matvec(self, x, y=None, progress=None):
+        import time
+        t0 = time.perf_counter()
+        p = self.partition
+        if y is None:
+            y = np.empty(p.nlocal)
+        whole = self.gather(x) if self.comm.Get_size() > 1 else x
+        A = self.operator
+        out = np.asarray(A.matvec(whole) if hasattr(A, "matvec") else A @ whole)
+        if out.dtype.kind == "c":
+            raise TypeError(f"A's matvec returned {out.dtype} values: real systems only")
+        if out.size != p.n:
+            raise ValueError(f"A's matvec returned {out.size} values for a vector of {p.n}")
+        y[:] = out.reshape(-1)[p.start:p.end]
+        self.spmv_time += time.perf_counter() - t0
+        self.spmv_count += 1
+        return y
+
+    def gather(self, x_local):
+        p = self.partition
+        out = np.empty(p.n)
+        self.comm.Allgatherv(np.ascontiguousarray(x_local, dtype=np.float64), [out, np.diff(p.starts)])
+        return out
+
+
+def result_dtype(A, b):
+    """The dtype scipy returns x in: float32 where A and b both are (scipy's coerce), else
+    float64 (the solve runs in float64 either way)."""
+    dtype = getattr(A, "dtype", None)
+    try:
+        single = np.dtype(dtype) == np.float32 and np.asarray(b).dtype == np.float32
+    except TypeError:
+        single = False
+    return np.dtype(np.float32) if single else np.dtype(np.float64)
 
 
 def local_vector(v, partition, name, copy):
@@ -78,7 +178,14 @@ def whole_checksum(A):
         S = as_sparse(A).tocsr()
     except TypeError:
         return None
-    return _crc(S.indptr, S.indices, S.data, np.array(S.shape))
+    return _crc(S.indptr, S.indices, _solved_values(S.data), np.array(S.shape))
+
+
+def _solved_values(a):
+    """The values as the solve takes them (float64): a longdouble's padding bytes, which
+    differ between equal arrays, are not compared."""
+    a = np.asarray(a)
+    return a.astype(np.float64) if a.dtype.kind in "biuf" and a.dtype != np.float64 else a
 
 
 def _describe(value):
@@ -130,11 +237,15 @@ class SolveCall:
 
     NAMES = ("rtol", "atol", "maxiter", "x0", "callback", "monitor", "b")
 
-    def __init__(self, rtol, atol, maxiter, x0, callback, monitor, b, whole_n):
-        # b given whole is compared by a checksum; a rank's own slice of it cannot be
+    def __init__(self, rtol, atol, maxiter, x0, callback, monitor, b, partition=None):
+        """``partition``: A's, where A was given whole (and b should be too), else None."""
+        # b given whole is compared by a checksum; a rank's own slice of it cannot be, nor
+        # can anything where one rank owns every row (its slice is the whole: the ranks
+        # may give whole vectors or their slices, and only its b counts)
+        whole_n = partition.n if partition is not None and np.diff(partition.starts).max() < partition.n else 0
         self.values = (rtol, atol, maxiter, "given" if x0 is not None else None,
                        "given" if callback is not None else None, bool(monitor),
-                       _crc(np.asarray(b)) if whole_n and np.size(b) == whole_n else None)
+                       _crc(_solved_values(b)) if whole_n and np.size(b) == whole_n else None)
 
     def hash(self, size):
         """An integer small enough that ``p sum(h^2)`` and ``(sum h)^2`` over ``size``

@@ -75,6 +75,12 @@ class SolveResult(tuple):
     def converged(self):
         return self.info == 0
 
+    def replace(self, **changes):
+        """This result with ``x`` or ``info`` (or another detail) changed: a new SolveResult."""
+        details = {k: v for k, v in self.__dict__.items() if k not in ("x", "info")}
+        x, info = changes.pop("x", self.x), changes.pop("info", self.info)
+        return type(self)(x, info, **{**details, **changes})
+
     def __getattr__(self, name):
         # the details made only when read (a solve does not pay for them): ``timings``
         # and ``reductions`` from the ``_details`` callable a solver gives

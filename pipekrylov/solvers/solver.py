@@ -11,6 +11,8 @@ or a callback), and packs the result; the ranks' agreement on its arguments, ``|
 and a failure on any rank travel in the reductions the loop makes anyway.
 """
 import collections
+import contextlib
+import threading
 import time
 import zlib
 
@@ -20,7 +22,8 @@ from ..parallel import collective_check
 from ..precond import Identity, PreconditionerFailure, PythonOperands, make_preconditioner
 from ..runtime import layout as L
 from .driver import drive, result
-from .inputs import SolveCall, as_sparse, check_same_on_every_rank, distributed, local_vector, whole_checksum
+from .inputs import (SolveCall, WholeOperator, as_sparse, check_latency, check_same_on_every_rank, distributed,
+                     local_vector, result_dtype, solve_comm, whole_checksum, whole_operator)
 
 __all__ = ["Solver", "LOOPS", "BUFFERED", "POKE_ROWS", "LoopCompileError"]
 
@@ -69,16 +72,13 @@ class Solver:
         self.t0 = time.perf_counter()
         if loop not in LOOPS:
             raise ValueError(f"loop must be one of {', '.join(map(repr, LOOPS))}, got {loop!r}")
-        if comm is None:
-            comm = A.comm if distributed(A) else _world()
-        self.comm, self.latency = comm, latency
-        name = method.name if isinstance(method, LoopSpec) else _describe_method(method)
+        name = _name(method)
+        self.comm = comm = _solve_comm(method, A, comm)
         with collective_check(comm, name):
             spec = method if isinstance(method, LoopSpec) else loop_spec(method, **options)
-            self.latency = float(latency)
-            if not (np.isfinite(self.latency) and self.latency >= 0):
-                raise ValueError(f"latency must be a finite number >= 0, got {latency}")
-        self.spec, self.method = spec, spec.name
+            self.latency = check_latency(latency)
+        self.spec = self.spec_asked = spec
+        self.method = spec.name
         # (a generated loop's key holds a digest of its source: each rank generates its own)
         check_same_on_every_rank(comm, self.method, A, M=M, loop=loop, latency=latency, method_key=spec.key)
         self.loop_asked = loop
@@ -97,10 +97,15 @@ class Solver:
 
     def _set_matrix(self, A, M):
         self.whole = not distributed(A)
-        if self.whole:
+        if self.whole and whole_operator(A):   # a LinearOperator given whole: applied whole on every rank
+            A = WholeOperator(A, self.comm)
+        elif self.whole:
             from ..matrix.distributed import DistributedCSR
             A = DistributedCSR.from_scipy(as_sparse(A), self.comm)
         same_size = getattr(self, "partition", None) is not None and self.partition.nlocal == A.partition.nlocal
+        spec = self.spec_asked.fitted(A.partition.n)   # GMRES's restart, at most n
+        same_size = same_size and spec is self.spec
+        self.spec = spec
         self.A, self.M_given = A, M
         self.partition = A.partition
         self.failures = []   # what user code raised on this rank during the current solve
@@ -230,28 +235,30 @@ class Solver:
         :func:`pipekrylov.cg`).  Arguments checked on each rank: an error on one is raised
         on every rank, as the original exception, at the solve's first reduction.
         """
+        with exclusive(self.comm, self.method, self):
+            return self._solve(b, x0, rtol, atol, maxiter, callback, monitor)
+
+    def _solve(self, b, x0, rtol, atol, maxiter, callback, monitor):
         t0 = time.perf_counter()
-        if self.failures:
-            self.failures.clear()
         p = self.partition
         try:
-            if not (0.0 <= rtol < np.inf and 0.0 <= atol < np.inf):
-                raise ValueError(f"{self.method}: tolerances must be finite and nonnegative: "
-                                 f"rtol={rtol}, atol={atol}")
+            rtol, atol = _tolerance(self.method, "rtol", rtol), _tolerance(self.method, "atol", atol)
             if maxiter is None:
                 maxiter = 10 * p.n
             elif int(maxiter) < 1:
                 raise ValueError(f"{self.method}: maxiter must be positive, got {maxiter}")
             if self.comm.Get_size() > 1:
-                self.call = SolveCall(rtol, atol, maxiter, x0, callback, monitor, b, self.whole and p.n)
+                self.call = SolveCall(rtol, atol, maxiter, x0, callback, monitor, b, p if self.whole else None)
             b = local_vector(b, p, "b", copy=False)
-            x = np.zeros(p.nlocal) if x0 is None else local_vector(x0, p, "x0", copy=True)
+            if isinstance(x0, str) and x0 != "Mb":
+                raise ValueError(f"{self.method}: x0 must be a vector, None or 'Mb' (x0 = M b), got {x0!r}")
+            x = np.zeros(p.nlocal) if x0 is None or isinstance(x0, str) else local_vector(x0, p, "x0", copy=True)
             error = None
         except Exception as exc:  # noqa: BLE001 - raised on every rank at the first reduction
             if self.comm.Get_size() == 1:
                 raise
             error, b, x, maxiter = exc, np.zeros(p.nlocal), np.zeros(p.nlocal), 1
-            self.call = SolveCall(rtol, atol, maxiter, x0, callback, monitor, None, 0)
+            self.call = SolveCall(rtol, atol, maxiter, x0, callback, monitor, None)
             self.failures.append(error)
         I, F = self.I, self.F
         I[:] = self._I0
@@ -261,14 +268,80 @@ class Solver:
         F[:] = self._F0
         F[L.ATOL] = F[L.ATOL_GIVEN] = atol
         F[L.RTOL] = rtol
-        F[L.FLAG] = error is not None
+        F[L.FLAG] = bool(self.failures)   # bad input, or another thread's solve on this communicator
         if self.comm.Get_size() > 1:
             F[L.AGREE] = self.call.hash(self.comm.Get_size())
         self.x0_given = x0 is not None
+        if isinstance(x0, str):   # scipy's x0="Mb": start from M b (from zeros after bad input: alike on every rank)
+            if self.M is not None:
+                self.apply("M", b, x)
+            else:
+                x[:] = b
         self.spec.prepare(self)
         if self.pc_error is not None:
             return result(self, x, 0, "diverged_pc_failed", str(self.pc_error), np.empty(0), [], t0)
         return drive(self, x, b, callback, monitor, t0)
+
+def _tolerance(method, name, value):
+    """A tolerance as a float >= 0; infinite ones are accepted (scipy's: x0 is then the
+    answer).  scipy's former atol=None and 'legacy' are refused as scipy >= 1.12 does."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not number >= 0.0:
+        raise ValueError(f"{method}: tolerances must be real numbers >= 0: {name}={value!r}"
+                         + (" (scipy's legacy atol is gone: give atol=0.0)" if value is None or isinstance(value, str) else ""))
+    return number
+
+
+# ---------------------------------------------------------------- one solve per communicator at a time
+_BUSY = {}   # communicator handle -> {"thread", "depth", "solver"}: the solve running on it in this process
+_BUSY_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def exclusive(comm, method, solver=None):
+    """Run a solve (its set-up too) as the only one on ``comm`` in this process.  Two
+    threads' collectives on one communicator match each other's in any order (a wrong x,
+    an MPI error, a wait forever), so the thread that comes second raises RuntimeError at
+    once, and the solve already running is flagged to raise it on every rank at its next
+    reduction.  (No message: the check must not be a collective of its own.)  The same
+    thread may nest (a scipy-style call's set-up, then its solve).  On one rank nothing
+    is matched across processes: threads may share a communicator (Parareal's threads
+    share COMM_SELF)."""
+    if comm.Get_size() == 1:
+        yield
+        return
+    from mpi4py import MPI
+    key, me = MPI._handleof(comm), threading.get_ident()
+    with _BUSY_LOCK:
+        entry = _BUSY.get(key)
+        if entry is not None and entry["thread"] != me:
+            error = RuntimeError(f"{method}: another thread is solving on this communicator: MPI collectives "
+                                 "of two threads on one communicator mix; give each thread its own "
+                                 "communicator (comm.Dup())")
+            running = entry["solver"]
+            if running is not None:   # its failures and flag reach every rank at its next reduction
+                running.failures.append(error)
+                running.F[L.FLAG] = 1.0
+            raise error
+        if entry is None:
+            entry = _BUSY[key] = {"thread": me, "depth": 0, "solver": None}
+        entry["depth"] += 1
+        outer = entry["solver"]
+        if solver is not None:
+            solver.failures.clear()   # what the last solve left (this one's flag is set from them)
+            entry["solver"] = solver
+    try:
+        yield
+    finally:
+        with _BUSY_LOCK:
+            entry["depth"] -= 1
+            entry["solver"] = outer
+            if entry["depth"] == 0:
+                del _BUSY[key]
+
 
 # ---------------------------------------------------------------- input helpers
 def _operands(A, failures):
@@ -278,6 +351,19 @@ def _operands(A, failures):
         from ..runtime.csr import operands
         return operands(A)
     return PythonOperands(lambda x, y: A.matvec(x, y), failures)
+
+
+def _name(method):
+    from ..loops import LoopSpec
+    return method.name if isinstance(method, LoopSpec) else _describe_method(method)
+
+
+def _solve_comm(method, A, comm):
+    """:func:`~.inputs.solve_comm`, its error naming the method."""
+    try:
+        return solve_comm(A, comm, _world)
+    except (TypeError, ValueError) as exc:   # found alike on every rank, without a message
+        raise type(exc)(f"{_name(method)}: {exc}") from None
 
 
 def _describe_method(method):
@@ -294,13 +380,19 @@ def solve_once(method, A, b, x0=None, *, rtol, atol, maxiter, M, callback, comm,
     compared by a CRC32 of its arrays (the check the ranks' agreement makes anyway).  On
     more than one rank the ranks agree on reusing, with one small Allreduce (they may
     not have kept the same solvers), which also checks they were called alike."""
+    with exclusive(_solve_comm(method, A, comm), _name(method)):
+        return _solve_once(method, A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
+                           comm=comm, monitor=monitor, latency=latency, loop=loop, **options)
+
+
+def _solve_once(method, A, b, x0, *, rtol, atol, maxiter, M, callback, comm, monitor, latency, loop, **options):
     key, same = _cache_key(method, M, comm, loop, latency, options)
     cache = _kept(A)
     fingerprint = None if distributed(A) else whole_checksum(A)
     solver = None if cache is None else cache.get(key)
     if solver is not None and solver.fingerprint != fingerprint:
         solver = None
-    comm_ = comm if comm is not None else (A.comm if distributed(A) else _world())
+    comm_ = _solve_comm(method, A, comm)
     if comm_.Get_size() > 1 and not _agree_on(comm_, solver is not None, (same, fingerprint)):
         solver = None
     if solver is None:
@@ -313,7 +405,9 @@ def solve_once(method, A, b, x0=None, *, rtol, atol, maxiter, M, callback, comm,
                 cache.popitem(last=False)
     else:
         cache.move_to_end(key)
-    return solver.solve(b, x0, rtol=rtol, atol=atol, maxiter=maxiter, callback=callback, monitor=monitor)
+    res = solver.solve(b, x0, rtol=rtol, atol=atol, maxiter=maxiter, callback=callback, monitor=monitor)
+    dtype = result_dtype(A, b)   # float32 A and b: x as scipy returns it (solved in float64)
+    return res if res.x.dtype == dtype else res.replace(x=res.x.astype(dtype))
 
 
 KEPT = 8   # solvers kept per matrix
