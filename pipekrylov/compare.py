@@ -132,11 +132,15 @@ def add_arguments(parser):
 
 def check(args, comm):
     """What can be refused before the first solve (a PETSc error would be a traceback)."""
-    from petsc4py import PETSc
     from pipekrylov.parallel.commandline import at_least
     from pipekrylov.problems import check_problem_memory
     at_least(2, n=args.n)
     at_least(1, depth=args.depth, max_it=args.max_it, repeat=args.repeat)
+    try:
+        from petsc4py import PETSc
+    except ImportError:
+        raise ValueError("compare runs PETSc's KSP types beside ours: it needs petsc4py (and PETSc), "
+                         "which this Python does not have (the README's Debian route installs them)") from None
     unknown = _unknown_ksp(args.only)
     if unknown:
         raise ValueError(unknown)
