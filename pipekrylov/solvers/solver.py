@@ -380,32 +380,27 @@ def solve_once(method, A, b, x0=None, *, rtol, atol, maxiter, M, callback, comm,
     compared by a CRC32 of its arrays (the check the ranks' agreement makes anyway).  On
     more than one rank the ranks agree on reusing, with one small Allreduce (they may
     not have kept the same solvers), which also checks they were called alike."""
-    with exclusive(_solve_comm(method, A, comm), _name(method)):
-        return _solve_once(method, A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
-                           comm=comm, monitor=monitor, latency=latency, loop=loop, **options)
-
-
-def _solve_once(method, A, b, x0, *, rtol, atol, maxiter, M, callback, comm, monitor, latency, loop, **options):
-    key, same = _cache_key(method, M, comm, loop, latency, options)
-    cache = _kept(A)
-    fingerprint = None if distributed(A) else whole_checksum(A)
-    solver = None if cache is None else cache.get(key)
-    if solver is not None and solver.fingerprint != fingerprint:
-        solver = None
     comm_ = _solve_comm(method, A, comm)
-    if comm_.Get_size() > 1 and not _agree_on(comm_, solver is not None, (same, fingerprint)):
-        solver = None
-    if solver is None:
-        solver = Solver(A, method, M=M, comm=comm, loop=loop, latency=latency, **options)
-        solver.fingerprint = fingerprint
-        cache = _keep(A)
-        if cache is not None:
-            cache[key] = solver
-            while len(cache) > KEPT:
-                cache.popitem(last=False)
-    else:
-        cache.move_to_end(key)
-    res = solver.solve(b, x0, rtol=rtol, atol=atol, maxiter=maxiter, callback=callback, monitor=monitor)
+    with exclusive(comm_, _name(method)):
+        key, same = _cache_key(method, M, comm, loop, latency, options)
+        cache = _kept(A)
+        fingerprint = None if distributed(A) else whole_checksum(A)
+        solver = None if cache is None else cache.get(key)
+        if solver is not None and solver.fingerprint != fingerprint:
+            solver = None
+        if comm_.Get_size() > 1 and not _agree_on(comm_, solver is not None, (same, fingerprint)):
+            solver = None
+        if solver is None:
+            solver = Solver(A, method, M=M, comm=comm, loop=loop, latency=latency, **options)
+            solver.fingerprint = fingerprint
+            cache = _keep(A)
+            if cache is not None:
+                cache[key] = solver
+                while len(cache) > KEPT:
+                    cache.popitem(last=False)
+        else:
+            cache.move_to_end(key)
+        res = solver.solve(b, x0, rtol=rtol, atol=atol, maxiter=maxiter, callback=callback, monitor=monitor)
     dtype = result_dtype(A, b)   # float32 A and b: x as scipy returns it (solved in float64)
     return res if res.x.dtype == dtype else res.replace(x=res.x.astype(dtype))
 
