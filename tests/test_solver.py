@@ -42,6 +42,31 @@ def test_a_solver_solves_as_the_function_does(comm, method):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("method", ["bicgstab", "p-bicgstab", "p-cgs"])
+@pytest.mark.parametrize("how", ["compiled", "python", "monitor"])
+def test_divtol_stops_where_the_residual_first_reaches_it(comm, method, how):
+    """PETSc's -ksp_divtol: the solve ends with diverged_dtol (info -4) at the first
+    residual norm tested that reaches divtol ||b||, its history the undivergent solve's
+    up to there; on the compiled loop, the interpreted one and with a live monitor."""
+    A = pk.convection_diffusion2d(comm, 20)
+    b = A.matvec(np.ones(A.partition.nlocal))
+    bnorm = np.sqrt(comm.allreduce(b @ b))
+    loop = "python" if how == "python" else "compiled"
+    lines = []
+    monitor = (lambda k, rnorm: lines.append(k)) if how == "monitor" else False
+    solver = pk.Solver(A, method, M="jacobi", comm=comm, loop=loop)
+    free = solver.solve(b, rtol=1e-8, monitor=monitor)
+    assert free.info == 0 and free.residual_norms.max() > 2.0 * bnorm   # it rises on its way down
+    stopped = solver.solve(b, rtol=1e-8, divtol=2.0, monitor=monitor)
+    first = int(np.argmax(free.residual_norms >= 2.0 * bnorm))
+    assert (stopped.info, stopped.reason) == (-4, "diverged_dtol")
+    assert np.array_equal(stopped.residual_norms, free.residual_norms[:first + 1])
+    assert how != "monitor" or lines[-1] == stopped.iterations
+    with pytest.raises(ValueError, match="divtol must be positive"):
+        solver.solve(b, divtol=0.0)
+
+
+@pytest.mark.mpi
 def test_update_takes_the_new_values(comm):
     """After ``update`` a solve is one of the new matrix (new values: a new factor; another
     pattern), not of the old one's factor or operands."""

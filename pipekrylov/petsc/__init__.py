@@ -32,7 +32,12 @@ depth and shift interval; by default the solver estimates it), ``-ksp_pipekrylov
 
 The context implements ``solve`` itself (PETSc's generic loop would add a blocking norm per
 iteration) and reports through PETSc: ``-ksp_monitor``, ``-ksp_converged_reason``,
-``-ksp_rtol/atol/max_it``, breakdowns as negative KSPConvergedReason values.
+``-ksp_rtol/atol/divtol/max_it``, breakdowns as negative KSPConvergedReason values.  Every
+type tests ``||b - A x||_2`` with M on the right: KSPSetUp sets the KSP's norm type and PC
+side to (UNPRECONDITIONED, RIGHT) and refuses others asked for; ``-ksp_gmres_restart``,
+``-ksp_initial_guess_nonzero`` and a matrix's null space (removed after each
+preconditioner application, PETSc having removed the transpose null space from b) are
+honoured.  docs/contracts.md lists every option and how it is held.
 
 **The compiled loop.**  At KSPSetUp the context builds the runtime's distributed matrix
 from an AIJ operator (:class:`Binding`: its local rows, split into the diagonal block and
@@ -49,8 +54,10 @@ PC type rebuild the binding, as KSPSetUp would not.
 
 Monitors: with the compiled loop, the residual history is handed to PETSc's monitors
 and convergence history after the solve (same lines as live, printed at the end).  A
-petsc4py monitor (``ksp.setMonitor``), or ``-ksp_pipekrylov_live_monitor``, is called at
-each iteration instead (a call into Python per iteration: measured in docs/compiled-loop.md).
+petsc4py monitor (``ksp.setMonitor``), a monitor option that reads the iterate
+(``-ksp_monitor_true_residual``, ...), or ``-ksp_pipekrylov_live_monitor``, is called at
+each iteration instead, the solution vector holding the iterate (a call into Python per
+iteration: measured in docs/compiled-loop.md).
 """
 from .binding import Binding, PETScOperator, PETScPC, aij
 from .contexts import (CG, CR, GMRES, BiCGStab, Classic, Context, Deep, Derived, PipeBiCGStab, PipeCG, PipeCGS,

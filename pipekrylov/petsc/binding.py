@@ -9,7 +9,7 @@ from petsc4py import PETSc
 from ..parallel.partition import RowPartition
 from ..precond import BlockJacobi, Jacobi, Preconditioner, PreconditionerFailure
 
-__all__ = ["Binding", "PETScOperator", "PETScPC", "aij"]
+__all__ = ["Binding", "PETScOperator", "PETScPC", "NullSpaceProjected", "aij"]
 
 
 class PETScOperator:
@@ -53,6 +53,25 @@ class PETScPC(Preconditioner):
     def apply(self, r, z):
         with _wrapped(self.mat, r, z) as (rv, zv):
             self.pc.apply(rv, zv)
+
+
+class NullSpaceProjected(Preconditioner):
+    """M followed by the removal of the operator's null space, as PETSc's KSPs apply a
+    PC when the matrix carries one (``MatSetNullSpace``): ``z = (I - N N^T) M r``.
+    (PETSc removes the transpose null space from b before the solve begins.)"""
+
+    name = "null space removed"
+
+    def __init__(self, inner, nullspace, mat):
+        self.inner, self.nullspace, self.mat = inner, nullspace, mat
+
+    def apply(self, r, z):
+        if self.inner is None:
+            z[:] = r
+        else:
+            self.inner.apply(r, z)
+        with _wrapped(self.mat, z) as (zv,):
+            self.nullspace.remove(zv)
 
 
 @contextmanager
@@ -153,9 +172,17 @@ def _same_action(pc, P, ours, operator):
 
 def _state(ksp):
     """What a binding is built from: PETSc's matrices (their object states change with
-    their values) and the PC's type."""
+    their values), the operator's null space and the PC's type."""
     A, P = ksp.getOperators()
-    return A.handle, A.stateGet(), P.handle, P.stateGet(), ksp.getPC().getType()
+    nullspace = _null_space(A)
+    return (A.handle, A.stateGet(), P.handle, P.stateGet(), ksp.getPC().getType(),
+            nullspace.handle if nullspace is not None else 0)
+
+
+def _null_space(mat):
+    """The matrix's null space (MatSetNullSpace), or None."""
+    nullspace = mat.getNullSpace()
+    return nullspace if nullspace.handle else None
 
 
 class Binding:
@@ -170,6 +197,9 @@ class Binding:
         self.state = _state(ksp)
         self.operator = _operator(A)
         self.M, self.pc_name = _preconditioner(pc, A, P, self.operator, ksp.getOptionsPrefix())
+        self.nullspace = _null_space(A)
+        if self.nullspace is not None:
+            self.pc_name += ", then the operator's null space removed"
 
     def matches(self, ksp):
         """Are the KSP's matrices (and their values) and PC type what this binding was built
@@ -179,5 +209,9 @@ class Binding:
 
     def preconditioner(self, ksp):
         """M: ours, or PETSc's PC wrapped (kept by the context's solver until KSPReset,
-        which drops it: no PETSc object outlives the KSP's own set-up)."""
-        return PETScPC(ksp.getPC(), ksp.getOperators()[1]) if self.M is PCAPPLY else self.M
+        which drops it: no PETSc object outlives the KSP's own set-up); followed by the
+        null space's removal where the operator has one (applied from Python then)."""
+        M = PETScPC(ksp.getPC(), ksp.getOperators()[1]) if self.M is PCAPPLY else self.M
+        if self.nullspace is not None:
+            M = NullSpaceProjected(M, self.nullspace, ksp.getOperators()[0])
+        return M

@@ -1,6 +1,8 @@
 """The KSP contexts: one small class per method over a shared base (see
 :mod:`pipekrylov.petsc` for the options and what PETSc sees)."""
 import atexit
+import contextlib
+import sys
 
 from petsc4py import PETSc
 
@@ -25,6 +27,49 @@ def _detach_python():
     _KSPS.clear()
 
 
+NORMS = {PETSc.KSP.NormType.NONE: "none", PETSc.KSP.NormType.PRECONDITIONED: "preconditioned",
+         PETSc.KSP.NormType.UNPRECONDITIONED: "unpreconditioned", PETSc.KSP.NormType.NATURAL: "natural"}
+SIDES = {PETSc.PC.Side.LEFT: "left", PETSc.PC.Side.RIGHT: "right", PETSc.PC.Side.SYMMETRIC: "symmetric"}
+
+# Monitors that read more than the residual norm (the iterate, the residual vector): they
+# are called as the iterations happen, the KSP's solution vector holding the iterate.
+STATEFUL_MONITORS = ("ksp_monitor_true_residual", "ksp_monitor_solution", "ksp_monitor_error",
+                     "ksp_monitor_lg_true_residual", "ksp_monitor_max")
+
+
+def tested_norm(ksp, name):
+    """Set the KSP's norm type and PC side to what our methods test: the unpreconditioned
+    residual ``||b - A x||_2``, M on the right (CG and CR apply M symmetrically: their
+    iterates are those of left preconditioning too), PETSc's (UNPRECONDITIONED, RIGHT).
+    PETSc's own default, (PRECONDITIONED, LEFT), is replaced unless the options asked for
+    it; anything else asked is refused, at KSPSetUp, with what to give instead."""
+    norm, side = ksp.getNormType(), ksp.getPCSide()
+    if norm == PETSc.KSP.NormType.UNPRECONDITIONED and side == PETSc.PC.Side.RIGHT:
+        return
+    options, prefix = PETSc.Options(ksp.getOptionsPrefix()), ksp.getOptionsPrefix() or ""
+    asked = [f"-{prefix}{key}" for key in ("ksp_norm_type", "ksp_pc_side") if options.hasName(key)]
+    if norm == PETSc.KSP.NormType.PRECONDITIONED and side == PETSc.PC.Side.LEFT and not asked:
+        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+        ksp.setPCSide(PETSc.PC.Side.RIGHT)
+        return
+    raise ValueError(f"{name} tests the unpreconditioned residual norm ||b - A x|| with the preconditioner on the "
+                     f"right; it cannot test the {NORMS.get(norm, norm)} norm with {SIDES.get(side, side)} "
+                     f"preconditioning ({' '.join(asked) or 'KSPSetNormType/KSPSetPCSide'}): give "
+                     "-ksp_norm_type unpreconditioned -ksp_pc_side right, or leave both unset")
+
+
+@contextlib.contextmanager
+def _said(ksp):
+    """An error raised to a C application reaches it as a bare PETSc error code (petsc4py
+    does not print the exception there): say it on standard error first, once per rank."""
+    try:
+        yield
+    except Exception as exc:
+        if not sys.argv or sys.argv == [""]:   # Python embedded by a C application (-python)
+            print(f"[{ksp.getComm().getRank()}] pipekrylov: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        raise
+
+
 class Context:
     """The petsc4py Python KSP context shared by every method: options, set-up, view and
     the solve; a subclass names its method and makes its solver (:meth:`solver`)."""
@@ -44,7 +89,7 @@ class Context:
     def setFromOptions(self, ksp):
         options = PETSc.Options(ksp.getOptionsPrefix())
         self.latency = options.getReal("ksp_pipekrylov_latency", self.latency)
-        self.restart = options.getInt("ksp_pipekrylov_restart", self.restart)
+        self.restart = options.getInt("ksp_gmres_restart", options.getInt("ksp_pipekrylov_restart", self.restart))
         self.live_monitor = options.getBool("ksp_pipekrylov_live_monitor", self.live_monitor)
         self.loop = options.getString("ksp_pipekrylov_loop", self.loop)
         self.options(options)
@@ -58,8 +103,19 @@ class Context:
         (its compiled loop, workspace and buffers), once for every solve that follows."""
         if not any(k.handle == ksp.handle for k in _KSPS):   # first: a set-up that raises leaves it a Python KSP too
             _KSPS.append(ksp)
-        self.binding = Binding(ksp)
-        self.solver_ = self._solver(ksp)
+        with _said(ksp):
+            tested_norm(ksp, f"pipekrylov.petsc.{type(self).__name__}")
+            self.refuse(PETSc.Options(ksp.getOptionsPrefix()), ksp.getOptionsPrefix() or "")
+            self.binding = Binding(ksp)
+            self.solver_ = self._solver(ksp)
+
+    def buildSolution(self, ksp, v):
+        """The iterate: the solution vector itself.  (PETSc's default for a right PC side
+        takes the solution vector for ``M^-1 x`` and applies M to it; ours hold x.)"""
+        ksp.getSolution().copy(v)
+
+    def refuse(self, options, prefix):
+        """Raise for options this method cannot honour (read at KSPSetUp)."""
 
     def reset(self, ksp):
         self.binding = self.solver_ = None
@@ -68,6 +124,9 @@ class Context:
         viewer.printfASCII(f"  pipekrylov: {self.kind} {self.method}\n")
         for line in self.describe():
             viewer.printfASCII(f"  {line}\n")
+        viewer.printfASCII("  convergence test: ||b - A x||_2 (the unpreconditioned norm), M applied on the right"
+                           + (" (symmetrically: CG's iterates are left preconditioning's too)\n"
+                              if self.method in ("cg", "cr") else "\n"))
         if self.binding is not None:
             viewer.printfASCII(f"  preconditioner applied: {self.binding.pc_name}\n")
         if self.last_result is not None:
@@ -93,12 +152,14 @@ class Context:
         from ..solvers.result import REASONS
         if self.binding is None or not self.binding.matches(ksp):
             self.setUp(ksp)
-        rtol, atol, _, max_it = ksp.getTolerances()
+        rtol, atol, divtol, max_it = ksp.getTolerances()
         x0 = x.getArray(readonly=True).copy() if ksp.getInitialGuessNonzero() else None
-        # A monitor is called each iteration only when asked to (a petsc4py monitor may
-        # inspect the KSP as it goes); otherwise its lines are given after the solve, from
-        # the residual history, which keeps the compiled loop free of calls into Python.
-        live = self.live_monitor or bool(ksp.getMonitor())
+        # A monitor is called each iteration only when asked to (a petsc4py monitor, or
+        # one that reads the iterate, may inspect the KSP as it goes: the solution vector
+        # then holds each iterate); otherwise its lines are given after the solve, from the
+        # residual history, which keeps the compiled loop free of calls into Python.
+        live = self.live_monitor or bool(ksp.getMonitor()) or _stateful_monitor(ksp)
+        x_now = x.getArray()
 
         def monitor(its, rnorm):
             ksp.setIterationNumber(its)
@@ -106,9 +167,13 @@ class Context:
             ksp.logConvergenceHistory(rnorm)
             ksp.monitor(its, rnorm)
 
+        def iterate(xk):
+            x_now[:] = xk
+
         try:
             res = self.solver_.solve(b.getArray(readonly=True), x0, rtol=rtol, atol=atol, maxiter=max_it,
-                                     monitor=monitor if live else False)
+                                     divtol=divtol if 0 < divtol < float("inf") else None,
+                                     monitor=monitor if live else False, callback=iterate if live else None)
         except Exception:  # never a traceback inside a PETSc application: a reason instead
             ksp.setConvergedReason(PETSc.KSP.ConvergedReason.DIVERGED_BREAKDOWN)
             raise
@@ -128,6 +193,13 @@ class Context:
         ksp.setConvergedReason(reason)
 
 
+def _stateful_monitor(ksp):
+    """Whether the options ask for a monitor that reads the iterate (the true residual's)."""
+    prefix = ksp.getOptionsPrefix() or ""
+    names = PETSc.Options().getAll()
+    return any(prefix + name in names for name in STATEFUL_MONITORS)
+
+
 class Classic(Context):
     """A classic method (pipekrylov.cg, ...) as a KSP."""
 
@@ -135,6 +207,10 @@ class Classic(Context):
 
     def method_spec(self):
         return self.method, ({"restart": self.restart} if self.method == "gmres" else {})
+
+    def refuse(self, options, prefix):
+        if self.method == "gmres":
+            refuse_gmres_options(options, prefix)
 
     def describe(self):
         return [f"restart: {self.restart}"] if self.method == "gmres" else []
@@ -183,6 +259,10 @@ class Deep(Context):
         self.fallback_depth = options.getInt("ksp_pipekrylov_fallback_depth", self.fallback_depth)
         self.drift_tol = options.getReal("ksp_pipekrylov_drift_tol", self.drift_tol)
 
+    def refuse(self, options, prefix):
+        if self.method == "gmres":
+            refuse_gmres_options(options, prefix)
+
     def method_spec(self):
         if self.method == "gmres":
             return f"p({self.depth})-gmres", {"restart": self.restart, "interval": self.interval}
@@ -199,6 +279,18 @@ class Deep(Context):
             lines.append(f"restart: {self.restart}")
         lines.append(f"loop: {self.loop}")
         return lines
+
+
+def refuse_gmres_options(options, prefix):
+    """Our GMRES orthogonalizes by classical Gram-Schmidt run twice (PETSc's
+    ``-ksp_gmres_cgs_refinement_type refine_always``): other orthogonalizations are refused."""
+    refinement = options.getString("ksp_gmres_cgs_refinement_type", "refine_always").lower()
+    asked = [f"-{prefix}ksp_gmres_modifiedgramschmidt"] if options.hasName("ksp_gmres_modifiedgramschmidt") else []
+    if refinement != "refine_always":
+        asked.append(f"-{prefix}ksp_gmres_cgs_refinement_type {refinement}")
+    if asked:
+        raise ValueError(f"pipekrylov's GMRES orthogonalizes by classical Gram-Schmidt twice (refine_always); "
+                         f"{' and '.join(asked)} cannot be honoured")
 
 
 class CG(Classic):

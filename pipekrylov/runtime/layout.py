@@ -42,7 +42,8 @@ costs and reads as what it is.
  VALUE,          # the value a breakdown check failed on; a failed confirmation's true norm
  SPMV_TIME,      # seconds in operator applications since the driver last read the counters
  PC_TIME,        # seconds in the preconditioner since then
- FLOATS) = range(12)
+ DIVTOL,         # a residual norm at or above DIVTOL ||b|| diverged (PETSc's -ksp_divtol; inf: off)
+ FLOATS) = range(13)
 
 # ---------------------------------------------------------------- events
 # What ends a loop call: the loop returns the event's number, its index here.
@@ -62,9 +63,10 @@ EVENTS = (
     "restart",     # a method's own: its driver starts a new cycle
     "started",     # the start-up is done (WARM): the driver sets the warm start's state
     "estimate",    # a step of a method's spectral estimate, for its driver to judge
+    "diverged",    # a residual norm reached F[DIVTOL] ||b||
 )
 (CONVERGED, TESTED, MAX_ITERATIONS, NANORINF, BREAKDOWN, ITERATED, FAILED, DISAGREE, FLUSH, MPI_FAILED,
- ZERO_RHS, BAD_RHS, RESTART, STARTED, ESTIMATE) = range(len(EVENTS))
+ ZERO_RHS, BAD_RHS, RESTART, STARTED, ESTIMATE, DIVERGED) = range(len(EVENTS))
 NONE = -1          # no event: go on
 
 # ---------------------------------------------------------------- resume points

@@ -83,10 +83,10 @@ def drive(solver, x, b, callback, monitor, t0):
         solver.spec.begin(solver, run)
         reason, message = run_events(solver, run)
     except Breakdown as exc:
-        if (solver.R.row >= 0).any():   # a hook's breakdown between the loop's calls: its reductions in flight
-            from ..runtime.reduce import drain
-            drain(solver.R, solver.I, solver.F, solver.trace)
-        if _solved_to_rounding(solver, x, b):
+        _drain(solver)   # a hook's breakdown between the loop's calls: its reductions in flight
+        solved, rnorm = _solved_to_rounding(solver, x, b)
+        run.replace_last(rnorm)   # the residual reported is b - A x's, not the recurrence's
+        if solved:
             reason, message = "converged_atol", f"b - A x at the rounding level where the recurrence broke down ({exc})"
         else:
             reason, message = exc.reason, str(exc)
@@ -125,6 +125,9 @@ def run_events(solver, run):
                 _monitor(solver, run.monitor, int(I[L.DONE]), rnorm)
             if not np.isfinite(rnorm):
                 _nanorinf(solver, run.x)
+            if rnorm > F[L.ATOL] and rnorm >= F[L.DIVTOL] * F[L.BNORM]:
+                _drain(solver)
+                return _diverged(F)
             resume = spec.after_test(solver, rnorm <= F[L.ATOL])
             if resume is None:
                 return _stop_reason(F), None
@@ -139,6 +142,9 @@ def run_events(solver, run):
                 _callback(solver, run.callback, run.x)
         elif event == L.NANORINF:
             _nanorinf(solver, run.x)
+        elif event == L.DIVERGED:
+            _drain(solver)
+            return _diverged(F)
         elif event == L.BREAKDOWN:
             exc = spec.breakdown(int(I[L.CHECK]), float(F[L.VALUE]))
             if not spec.broke_down(solver, run, exc):
@@ -155,6 +161,18 @@ def run_events(solver, run):
             spec.event(solver, run, event)
         else:
             raise_event(solver, event)
+
+
+def _drain(solver):
+    """Complete the loop's reductions in flight (a solve that ends between two of its
+    calls), on every rank alike."""
+    if (solver.R.row >= 0).any():
+        from ..runtime.reduce import drain
+        drain(solver.R, solver.I, solver.F, solver.trace)
+
+
+def _diverged(F):
+    return "diverged_dtol", f"residual norm {F[L.RNORM]:.3e} reached divtol ||b|| = {F[L.DIVTOL] * F[L.BNORM]:.3e}"
 
 
 def _stop_reason(F):
@@ -250,17 +268,17 @@ def _agree(solver):
 
 def _solved_to_rounding(solver, x, b):
     """A breakdown of the recurrences once ``b - A x`` is down to its own rounding error
-    (as with rtol = atol = 0, run to the exact solution) is the solution, not a failure.
-    Collective: one operator application, one reduction."""
+    (as with rtol = atol = 0, run to the exact solution) is the solution, not a failure:
+    ``(solved, ||b - A x||)``.  Collective: one operator application, one reduction."""
     r = b - solver.apply("A", x, np.empty_like(x))
     rr, xx = solver.reduce([r @ r, x @ x], "true ||r|| at a breakdown")
     eps, rnorm, bnorm = np.finfo(float).eps, np.sqrt(rr), solver.F[L.BNORM]
     floor = eps * (solver.norm_inf_a * np.sqrt(xx) + bnorm)
     if rnorm <= solver.F[L.ATOL]:
-        return True
+        return True, rnorm
     # below the tolerance asked only where that is below rounding; and never where x has
     # run off into a null space (a singular A: the floor grows with ||x||, ||r|| does not)
-    return bool(np.isfinite(floor) and rnorm <= 10 * floor and rnorm <= np.sqrt(eps) * bnorm)
+    return bool(np.isfinite(floor) and rnorm <= 10 * floor and rnorm <= np.sqrt(eps) * bnorm), rnorm
 
 
 def result(solver, x, iterations, reason, message, history, rows, t0):

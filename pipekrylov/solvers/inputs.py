@@ -235,9 +235,9 @@ def check_same_on_every_rank(comm, method, A, **arguments):
 class SolveCall:
     """One solve's arguments as the ranks must agree on them, and their hash."""
 
-    NAMES = ("rtol", "atol", "maxiter", "x0", "callback", "monitor", "b")
+    NAMES = ("rtol", "atol", "maxiter", "x0", "callback", "monitor", "b", "divtol")
 
-    def __init__(self, rtol, atol, maxiter, x0, callback, monitor, b, partition=None):
+    def __init__(self, rtol, atol, maxiter, x0, callback, monitor, b, partition=None, divtol=None):
         """``partition``: A's, where A was given whole (and b should be too), else None."""
         # b given whole is compared by a checksum; a rank's own slice of it cannot be, nor
         # can anything where one rank owns every row (its slice is the whole: the ranks
@@ -245,7 +245,7 @@ class SolveCall:
         whole_n = partition.n if partition is not None and np.diff(partition.starts).max() < partition.n else 0
         self.values = (rtol, atol, maxiter, "given" if x0 is not None else None,
                        "given" if callback is not None else None, bool(monitor),
-                       _crc(_solved_values(b)) if whole_n and np.size(b) == whole_n else None)
+                       _crc(_solved_values(b)) if whole_n and np.size(b) == whole_n else None, divtol)
 
     def hash(self, size):
         """An integer small enough that ``p sum(h^2)`` and ``(sum h)^2`` over ``size``

@@ -9,6 +9,7 @@ REASONS = {
     "converged_atol": 3,
     "converged_happy_breakdown": 5,
     "diverged_its": -3,
+    "diverged_dtol": -4,
     "diverged_breakdown": -5,
     "diverged_breakdown_bicg": -6,
     "diverged_lost_accuracy": -5,   # a pipelined method's recurrences drifted (PETSc: breakdown)
@@ -40,7 +41,8 @@ class SolveResult(tuple):
         0 converged; > 0 the iterations done without converging; < 0 breakdown (the
         value of PETSc's KSPConvergedReason for :attr:`reason`).
     reason : str
-        ``converged_rtol``, ``converged_atol``, ``diverged_its``, ``diverged_breakdown``,
+        ``converged_rtol``, ``converged_atol``, ``diverged_its``, ``diverged_dtol`` (a
+        residual norm reached ``divtol ||b||``: :meth:`Solver.solve`), ``diverged_breakdown``,
         ``diverged_indefinite_mat``, ``diverged_indefinite_pc``, ``diverged_nanorinf``,
         ``diverged_pc_failed``, ``diverged_lost_accuracy`` (a pipelined method's
         recurrences drifted from b - A x until a check failed), ...

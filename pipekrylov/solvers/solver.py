@@ -228,27 +228,34 @@ class Solver:
                 self.R)
 
     # ---------------------------------------------------------------- solving
-    def solve(self, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, callback=None, monitor=False):
+    def solve(self, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, callback=None, monitor=False, divtol=None):
         """Solve ``A x = b`` from ``x0`` (default 0).  Collective.
 
         Returns a :class:`SolveResult`: ``(x, info)`` with the details (see
         :func:`pipekrylov.cg`).  Arguments checked on each rank: an error on one is raised
         on every rank, as the original exception, at the solve's first reduction.
+        ``divtol``: stop with ``diverged_dtol`` once a residual norm tested reaches
+        ``divtol ||b||`` (PETSc's ``-ksp_divtol``, whose default is 1e4; None: never).
         """
         with exclusive(self.comm, self.method, self):
-            return self._solve(b, x0, rtol, atol, maxiter, callback, monitor)
+            return self._solve(b, x0, rtol, atol, maxiter, callback, monitor, divtol)
 
-    def _solve(self, b, x0, rtol, atol, maxiter, callback, monitor):
+    def _solve(self, b, x0, rtol, atol, maxiter, callback, monitor, divtol=None):
         t0 = time.perf_counter()
         p = self.partition
         try:
             rtol, atol = _tolerance(self.method, "rtol", rtol), _tolerance(self.method, "atol", atol)
+            divtol = np.inf if divtol is None else float(divtol)
+            if not divtol > 0:
+                raise ValueError(f"{self.method}: divtol must be positive (or None: no divergence test), "
+                                 f"got {divtol!r}")
             if maxiter is None:
                 maxiter = 10 * p.n
             elif int(maxiter) < 1:
                 raise ValueError(f"{self.method}: maxiter must be positive, got {maxiter}")
             if self.comm.Get_size() > 1:
-                self.call = SolveCall(rtol, atol, maxiter, x0, callback, monitor, b, p if self.whole else None)
+                self.call = SolveCall(rtol, atol, maxiter, x0, callback, monitor, b, p if self.whole else None,
+                                      divtol=divtol)
             b = local_vector(b, p, "b", copy=False)
             if isinstance(x0, str) and x0 != "Mb":
                 raise ValueError(f"{self.method}: x0 must be a vector, None or 'Mb' (x0 = M b), got {x0!r}")
@@ -257,7 +264,7 @@ class Solver:
         except Exception as exc:  # noqa: BLE001 - raised on every rank at the first reduction
             if self.comm.Get_size() == 1:
                 raise
-            error, b, x, maxiter = exc, np.zeros(p.nlocal), np.zeros(p.nlocal), 1
+            error, b, x, maxiter, divtol = exc, np.zeros(p.nlocal), np.zeros(p.nlocal), 1, np.inf
             self.call = SolveCall(rtol, atol, maxiter, x0, callback, monitor, None)
             self.failures.append(error)
         I, F = self.I, self.F
@@ -268,6 +275,7 @@ class Solver:
         F[:] = self._F0
         F[L.ATOL] = F[L.ATOL_GIVEN] = atol
         F[L.RTOL] = rtol
+        F[L.DIVTOL] = divtol
         F[L.FLAG] = bool(self.failures)   # bad input, or another thread's solve on this communicator
         if self.comm.Get_size() > 1:
             F[L.AGREE] = self.call.hash(self.comm.Get_size())
