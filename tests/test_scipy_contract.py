@@ -12,8 +12,8 @@ runs ``cgs``, GMRES's where it runs ``gmres``; CR's on the real symmetric cases 
 ``sym_solvers``).  A case on which scipy expects its peer to break down
 (``nonconvergence``) is one on which ours is held to the same weaker check.
 
-What cannot pass is skipped (or, where it runs and differs, marked xfail strict) with
-the reason: complex scalars (pipekrylov solves real systems), and the few conventions of
+What cannot pass is skipped (or, where it runs and differs, marked xfail strict; not
+strict where rounding decides) with the reason: complex scalars (pipekrylov solves real systems), and the few conventions of
 scipy's left-preconditioned GMRES or of its old Fortran solvers (scipy < 1.12) that ours
 does not share.  Every test also runs at 2 and 4 ranks (``@pytest.mark.mpi``): scipy's
 matrices and LinearOperators are given whole on every rank, as the API accepts them.
@@ -58,10 +58,12 @@ XFAIL_METHOD = {
     ("p-cg", "atol"): ATTAINABLE,
     ("p-cr", "atol"): ATTAINABLE,
     ("p-bicgstab", "atol"): ATTAINABLE,
+    ("p(2)-cg", "atol"): ("p(2)-CG on scipy's 10 x 10 system under its badly scaled M (1e6 R R^T): its "
+                          "recurrences run erratically (27-55 iterations for 10 unknowns), and the summation "
+                          "order of 4 ranks leaves it at maxiter = 10 n even for atol = 1e-4; serially and at "
+                          "2 ranks it passes"),
     ("cr", "atol"): ("CR stalls at ||r|| ~ 3e-9 above scipy's atol=1e-10 (5e-14 relative) with the badly "
                      "scaled M within scipy's 10 n iterations"),
-    ("p(2)-cg", "atol"): ("p(l)-CG tests ||r||_M against max(atol, rtol ||b||_M) (documented: its natural "
-                          "norm), not scipy's 2-norm: with M scaled by 1e-6 it stops early"),
 }
 SKIP_METHOD = {
     ("p(2)-cg", "reentrancy"): ("p(l)-CG needs more than 2 l unknowns (its start's Lanczos steps): "
@@ -69,8 +71,21 @@ SKIP_METHOD = {
     ("p(2)-cg", "x0_solves_problem_exactly"): ("p(l)-CG needs more than 2 l unknowns (its start's Lanczos "
                                                "steps): scipy's test solves a 2 x 2 system"),
 }
+# scipy >= 1.18 gives its float32 cases a float32 b and rtol 1.5e-3, and tests ||b - A x|| < rtol ||b||
+# in float32 arithmetic: a method stopping just under the tolerance can fail on that rounding alone.
+FLOAT32_CHECK = {
+    ("p(1)-gmres", "rand-sym-pd-F"): (
+        "serially p(1)-GMRES stops at ||b - A x|| = 0.993 rtol ||b|| (float64; 25 iterations, 9 x 9 float32 "
+        "matrix), and scipy's float32 evaluation of b - A x adds 1 % (0.02150 > 0.02142); at 2 and 4 ranks "
+        "the summation order takes it to 0.91 rtol ||b|| and it passes"),
+}
 PRECOND_INVERSE = ("a pipelined method applies A ahead of the classic one (w = A u at the start) and "
                    "confirms convergence with b - A x: more than scipy's 3 operator applications with M = inv(A)")
+CONFIRMED_INVERSE = ("every method confirms convergence with b - A x (one operator application per solve): CR "
+                     "(which tests (u, A u) after applying A to the new u) and BiCGStab (A p and A s per "
+                     "iteration) then make 4 operator applications with M = inv(A) where scipy's test allows 3")
+INVERSE_XFAIL = {**{name: PRECOND_INVERSE for name in PIPELINED}, "cr": CONFIRMED_INVERSE,
+                 "bicgstab": CONFIRMED_INVERSE}
 
 
 def ours(name):
@@ -146,10 +161,12 @@ CASE_TESTS = ["maxiter", "convergence", "precond_dummy", "x0_equals_Mb"]
 
 @pytest.mark.parametrize("test", CASE_TESTS)
 @pytest.mark.parametrize("name,case", CASE_PARAMS)
-def test_case(name, case, test, monkeypatch):
+def test_case(name, case, test, monkeypatch, request):
     solver = ours(name)
     _, breaks_down = applies(name, case)
     _patch_gmres(monkeypatch, name, solver)
+    if test == "x0_equals_Mb" and (name, case.name) in FLOAT32_CHECK and case.b.dtype == np.float32:
+        request.applymarker(pytest.mark.xfail(reason=FLOAT32_CHECK[name, case.name]))   # passes at 2 ranks
     if test == "x0_equals_Mb" and name in ("bicgstab", "p-bicgstab") and case.name.startswith("nonsymposdef"):
         pytest.skip("scipy (>= 1.12) skips this for its bicgstab too: rounding decides a BiCG breakdown "
                     "from x0 = M b on nonsymposdef (gh-15533); ours breaks down at 2 ranks")
@@ -208,8 +225,8 @@ def test_maxiter_worsening():
 
 
 @pytest.mark.parametrize("case_name", ["poisson1d", "poisson2d"])
-@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.xfail(strict=True, reason=PRECOND_INVERSE)]
-                                               if n in PIPELINED else []) for n in OURS])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.xfail(strict=True, reason=INVERSE_XFAIL[n])]
+                                               if n in INVERSE_XFAIL else []) for n in OURS])
 def test_precond_inverse(name, case_name, monkeypatch):
     case = next(c for c in CASES if c.name == case_name)
     solver = ours(name)
@@ -239,15 +256,14 @@ if OLD:
     for _t in ("test_callback_type", "test_callback_x_monotonic"):
         GMRES_XFAIL[_t] = ("scipy < 1.12's Fortran GMRES called the 'x' callback once more than a "
                            "cycle each; ours calls it once per restart cycle, as scipy >= 1.12")
+ROUNDED_ZERO = ("a singular A or M: GMRES stops with diverged_breakdown at the least-squares x of the "
+                "Krylov space (M A x = M b up to rounding), where an entry scipy's test compares with 0 at "
+                "a relative tolerance only comes out at 1e-31 to 1e-16 (tests/test_solvers.py checks the "
+                "same with an absolute one)")
 GMRES_XFAIL_BY = {
-    ("gmres", "test_defective_matrix_breakdown"): (
-        "at a breakdown (a zero Hessenberg column: A singular) the classic loop returns the cycle's start "
-        "x = 0 with diverged_breakdown; scipy applies the cycle's least-squares update first"),
-    ("gmres", "test_defective_precond_breakdown"): (
-        "singular M: the right-preconditioned cycles' breakdown update is not a pseudo-solve, and the "
-        "restarts do not settle (scipy's left preconditioning solves M A x = M b)"),
-    ("p(1)-gmres", "test_defective_precond_breakdown"): (
-        "rounding: M A x = [-2e-16, 1, 0] where scipy's test compares with [0, 1, 0] at rtol only"),
+    ("gmres", "test_defective_precond_breakdown"): ROUNDED_ZERO,
+    ("p(1)-gmres", "test_defective_precond_breakdown"): ROUNDED_ZERO,
+    ("p(1)-gmres", "test_defective_matrix_breakdown"): ROUNDED_ZERO,
     ("p(1)-gmres", "test_callback_x_monotonic"): (
         "p(l)-GMRES's loop never calls callback(x) (callback_type='x'): 0 calls where scipy makes one per cycle"),
     ("p(1)-gmres", "test_callback_type"): (
@@ -267,7 +283,9 @@ def _gmres_param(name, test):
     elif test in GMRES_XFAIL:
         marks.append(pytest.mark.xfail(strict=True, reason=GMRES_XFAIL[test]))
     elif (name, test) in GMRES_XFAIL_BY:
-        marks.append(pytest.mark.xfail(strict=True, reason=GMRES_XFAIL_BY[name, test]))
+        # Whether that entry rounds to exactly 0 differs between CPUs: not strict there.
+        reason = GMRES_XFAIL_BY[name, test]
+        marks.append(pytest.mark.xfail(strict=reason is not ROUNDED_ZERO, reason=reason))
     return pytest.param(name, test, id=f"{name}-{test}", marks=marks)
 
 

@@ -81,6 +81,9 @@ class DeepGMRES(LoopSpec):
     def _breakdown(self, check, value):
         if check == loop.ZERO_COLUMN:
             return Breakdown("diverged_breakdown", "GMRES: zero column in the Hessenberg matrix")
+        if check == loop.NO_DESCENT:
+            return Breakdown("diverged_breakdown", f"the cycle's basis lost its orthogonality: its update raised "
+                                                   f"||b - A x|| to {value:.3e} (taken back)")
         return Breakdown("diverged_breakdown", f"square-root breakdown: argument {value:.3e} <= 0")
 
     def _w(self, solver, name):
@@ -95,12 +98,14 @@ class DeepGMRES(LoopSpec):
     def begin(self, solver, run):
         """The shifts: given, kept from an earlier solve, or estimated now (collective)."""
         rule = self.rule or getattr(solver, "shift_rule", None)
+        solver.first_shifts = None
         if rule is None:
             ritz, bound = estimate_spectrum(solver, run.x, run.b, self.estimate_steps, symmetric=False)
             bounds = interval_from_ritz(ritz, bound) if ritz.size else (0.0, 1.0)
             rule = solver.shift_rule = lambda d: chebyshev_shifts(d, *bounds)
         solver.first_shifts = rule(self.depth)
         self._w(solver, "sigma")[:] = solver.first_shifts
+        solver.S[loop.NORM_A] = solver.norm_inf_a   # (collective at the solver's first solve only)
         solver.cycle_start = 0
 
     def after_test(self, solver, passed):
@@ -135,4 +140,5 @@ class DeepGMRES(LoopSpec):
         I[L.RESUME] = L.FROM_X
 
     def report(self, solver):
-        return {"shifts": solver.first_shifts, "depth": self.depth}
+        # (no shifts where the estimate itself broke down)
+        return {"shifts": getattr(solver, "first_shifts", None), "depth": self.depth}

@@ -76,18 +76,10 @@ class DerivedLoop(LoopSpec):
         solver.I[L.CHECK_EVERY] = self.check_every
         solver.restarted_at = None
 
-    def after_test(self, solver, passed):
-        """A test that passes is confirmed against b - A x first."""
-        return L.CONFIRM if passed else L.AFTER_TEST
-
     def event(self, solver, run, event):
-        """RESTART: b - A x did not confirm the test the driver reported (its true norm is
-        the history's); the loop starts again from x.  STARTED: a warm start's state goes
-        over the start-up's (:meth:`warm_start`)."""
-        if event == L.RESTART:
-            run.replace_last(float(solver.F[L.VALUE]))
-            solver.I[L.RESUME] = L.FROM_X
-        elif event == L.STARTED:
+        """STARTED: a warm start's state goes over the start-up's (:meth:`warm_start`);
+        RESTART as every method that confirms its tests."""
+        if event == L.STARTED:
             for name, value in run.state.items():
                 if name in self.loop_code.scalars:
                     solver.S[self.loop_code.scalars.index(name)] = value

@@ -103,6 +103,7 @@ class LoopSpec:
     breakdown : ``breakdown(check, value) -> Breakdown`` for the loop's check numbers
     slots, width : reductions in flight at once, and the most values in one
     norms, reductions : residual norms an iteration may record, reductions it makes
+    confirms : whether a test that passes is confirmed against ``b - A x``
 
     A method with more to do in Python overrides the hooks below (the derived methods'
     residual replacement and restarts: :mod:`pipekrylov.derive.solver`).
@@ -112,8 +113,10 @@ class LoopSpec:
     interpreted_if_untyped = False   # loop="auto" runs it interpreted where Numba cannot type it
 
     def __init__(self, name, function, labels, workspace, scalars, breakdown, slots=1, width=4, norms=1,
-                 reductions=1):
+                 reductions=1, confirms=None):
         self.name, self.function = name, function
+        if confirms is not None:
+            self.confirms = confirms
         self.labels = labels if isinstance(labels, Labels) else Labels(labels)
         self.workspace, self.scalars, self.breakdown = workspace, scalars, breakdown
         self.slots, self.width, self.norms, self.reductions = slots, width, norms, reductions
@@ -141,9 +144,12 @@ class LoopSpec:
 
     def after_test(self, solver, passed):
         """Where the loop resumes after a residual test the driver made (its monitor's), or
-        None when the solve has converged."""
-        from ..runtime.layout import AFTER_TEST
-        return None if passed else AFTER_TEST
+        None when the solve has converged; a test that passes is confirmed against
+        ``b - A x`` first where the method :attr:`confirms`."""
+        from ..runtime.layout import AFTER_TEST, CONFIRM
+        if not passed:
+            return AFTER_TEST
+        return CONFIRM if self.confirms else None
 
     def iterated(self, solver, run):
         """At an ITERATED event, before the callback."""
@@ -155,7 +161,14 @@ class LoopSpec:
         return False
 
     def event(self, solver, run, event):
-        """A method's own event (RESTART, STARTED)."""
+        """A method's own event.  RESTART, where the method :attr:`confirms`: ``b - A x``
+        did not confirm the test the driver reported; its norm replaces the history's
+        last, and the loop starts again from x."""
+        from ..runtime import layout as L
+        if event == L.RESTART and self.confirms:
+            run.replace_last(float(solver.F[L.VALUE]))
+            solver.I[L.RESUME] = L.FROM_X
+            return
         raise RuntimeError(f"{self.name}: unexpected event {event} from the loop")
 
     def report(self, solver):

@@ -1,13 +1,15 @@
 """Classic preconditioned Conjugate Residuals (the base method of Ghysels & Vanroose's
 p-CR): one SpMV, one preconditioner and two blocking reductions per iteration, ``(s, q)``
-and then ``(r, r)`` fused with ``(u, A u)``.  The first reduction also carries ``(b, b)``."""
+and then ``(r, r)`` fused with ``(u, A u)``.  The first reduction also carries ``(b, b)``.
+A test that passes is confirmed against ``b - A x``, as CG's is."""
 import numpy as np
 
 from ..kernels import dot, fused_kernel
-from ..runtime.layout import AFTER_TEST, BEGIN, FLUSH, ITERATION, MAX_ITERATIONS, MAXITER, NONE, RESUME, TOP
+from ..runtime.layout import (AFTER_TEST, BEGIN, CONFIRM, CONVERGED, FLUSH, FROM_X, ITERATION, MAX_ITERATIONS,
+                              MAXITER, NONE, REPLACEMENTS, RESUME, TOP)
 from ..runtime.operators import apply_operator, precondition
 from ..runtime.reduce import allreduce
-from ..runtime.steps import breakdown, end_iteration, residual_test, room, tolerance
+from ..runtime.steps import breakdown, confirmed, confirmed_for_driver, end_iteration, residual_test, room, tolerance
 from ..solvers.result import Breakdown
 from . import LoopSpec, loop
 
@@ -18,15 +20,16 @@ directions = fused_kernel(["p = u + beta*p", "s = w + beta*s"], scalars=["beta"]
 update = fused_kernel(["x = x + alpha*p", "r = r - alpha*s", "u = u - alpha*q"], dots=["r.r"],
                       scalars=["alpha"]).function
 
-RR, GAMMA, GAMMA_OLD = range(3)         # the scalars kept in S between calls
+RR, GAMMA, GAMMA_OLD, FRESH = range(4)  # the scalars kept in S between calls
 ZERO_GAMMA, INDEFINITE_PC = range(2)    # the breakdown checks
+TRUE_LABEL = 2                          # the confirmation's reduction
 
 
 @loop
 def cr(W, x, b, S, I, F, hist, trace, A, P, R):
     r, u, w, p, s, q, coef, out = W
     send, d = R.send[0], R.recv[0]
-    rr, gamma, gamma_old = S[RR], S[GAMMA], S[GAMMA_OLD]
+    rr, gamma, gamma_old, fresh = S[RR], S[GAMMA], S[GAMMA_OLD], S[FRESH] != 0.0   # fresh: from b - A x
     iteration, resume = I[ITERATION], I[RESUME]
     event = NONE
     if resume == BEGIN:
@@ -34,8 +37,17 @@ def cr(W, x, b, S, I, F, hist, trace, A, P, R):
         residual(b=b, r=r, coef=coef, out=out)          # r = b - A x
         precondition(P, r, u, R, -1, I, F)
         apply_operator(A, u, w, R, -1, I, F)
-        rr = dot(r, r)
+        rr, fresh = dot(r, r), False
     while True:
+        if resume == CONFIRM:   # a test the driver made passed: b - A x decides (into r)
+            event = confirmed_for_driver(A, P, x, b, r, q, R, TRUE_LABEL, I, F, hist, trace)
+            break
+        if resume == FROM_X:    # b - A x (in r) failed the test: start again from it
+            precondition(P, r, u, R, -1, I, F)
+            apply_operator(A, u, w, R, -1, I, F)
+            rr, fresh = dot(r, r), True
+            I[REPLACEMENTS] += 1
+            resume = TOP
         if resume != AFTER_TEST:
             if not room(1, 2, hist, trace, I):
                 event = FLUSH
@@ -53,6 +65,11 @@ def cr(W, x, b, S, I, F, hist, trace, A, P, R):
                 if event != NONE:
                     break
             event = residual_test(np.sqrt(rr), hist, I, F)
+            if event == CONVERGED:
+                event = confirmed(A, P, x, b, r, q, R, TRUE_LABEL, I, F, hist, trace)
+                if event == NONE:
+                    resume = FROM_X
+                    continue
             if event != NONE:
                 break
         resume = TOP
@@ -62,7 +79,8 @@ def cr(W, x, b, S, I, F, hist, trace, A, P, R):
         if gamma == 0:
             event = breakdown(ZERO_GAMMA, gamma, I, F)
             break
-        coef[0] = 0.0 if iteration == 0 else gamma / gamma_old
+        coef[0] = 0.0 if iteration == 0 or fresh else gamma / gamma_old
+        fresh = False
         directions(p=p, u=u, s=s, w=w, coef=coef, out=out)     # p = u + beta p, s = w + beta s
         precondition(P, s, q, R, -1, I, F)
         send[0] = dot(s, q)
@@ -84,7 +102,7 @@ def cr(W, x, b, S, I, F, hist, trace, A, P, R):
             break
     I[ITERATION] = iteration
     I[RESUME] = resume
-    S[RR], S[GAMMA], S[GAMMA_OLD] = rr, gamma, gamma_old
+    S[RR], S[GAMMA], S[GAMMA_OLD], S[FRESH] = rr, gamma, gamma_old, 1.0 if fresh else 0.0
     return event
 
 
@@ -98,4 +116,5 @@ def _workspace(n, preconditioned):
     return np.empty(n), np.empty(n), np.empty(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(1), np.zeros(1)
 
 
-CR = LoopSpec("cr", cr, ["(r,r) (u,Au)", "(Ap,MAp)"], _workspace, 3, _breakdown, width=3, reductions=2)
+CR = LoopSpec("cr", cr, ["(r,r) (u,Au)", "(Ap,MAp)", "b - A x"], _workspace, 4, _breakdown, width=3, reductions=2,
+              confirms=True)

@@ -32,6 +32,7 @@ residual = fused_kernel(["r = b - r"]).function
 
 INNER, RESIDUAL = 6, 7       # GMRES's own resume points: after an inner test; the cycle's new residual
 ZERO_COLUMN = 0              # the breakdown check: a zero column of the Hessenberg matrix
+ZERO = 1e-14                 # ... its rotated diagonal relative to its norm (Gram-Schmidt twice: rounding)
 (J, BETA, S_SIZE) = range(3)  # the scalars kept in S: the cycle's step, its first residual norm
 
 
@@ -106,8 +107,10 @@ def gmres(W, x, b, S, I, F, hist, trace, A, P, R):
                     break
                 hnext = np.sqrt(max(R.recv[0, 0], 0.0))
                 H[j + 1, j] = hnext
-                estimate = _rotate_column(H, g, cs, sn, j)
-                if estimate < 0.0:
+                estimate = _rotate_column(H, g, cs, sn, j, ZERO)
+                if estimate < 0.0:   # A (or A M) singular on the Krylov space: keep the columns before's
+                    _back_substitute(H, g, j, y)   # least-squares update, the best x the cycle has
+                    add_combination(Z if preconditioned else V, y, j, x)
                     event = breakdown(ZERO_COLUMN, 0.0, I, F)
                     break
                 iteration += 1
@@ -140,15 +143,22 @@ def gmres(W, x, b, S, I, F, hist, trace, A, P, R):
 
 
 @loop
-def _rotate_column(H, g, cs, sn, j):
+def _rotate_column(H, g, cs, sn, j, zero):
     """The previous Givens rotations applied to column ``j`` of ``H`` (in place), the one
     that zeroes ``H[j+1, j]`` made and applied, ``g`` rotated with it: the residual
-    estimate ``|g[j+1]|``, or -1 for a zero column."""
+    estimate ``|g[j+1]|``, or -1 for a zero column.  A column is zero when its rotated
+    diagonal is at most ``zero`` times its norm (the rotations keep the norm), the
+    rounding level of how the column was computed: ``A M v_j`` then lies in the span of
+    the columns before, a singular A or M, and a division by that diagonal would throw x
+    to ~1e15."""
+    norm = 0.0
+    for i in range(j + 2):
+        norm += H[i, j] * H[i, j]
     for i in range(j):
         a, c = H[i, j], H[i + 1, j]
         H[i, j], H[i + 1, j] = cs[i] * a + sn[i] * c, -sn[i] * a + cs[i] * c
     denom = np.hypot(H[j, j], H[j + 1, j])
-    if denom == 0:
+    if denom <= zero * np.sqrt(norm):
         return -1.0
     cs[j], sn[j] = H[j, j] / denom, H[j + 1, j] / denom
     H[j, j], H[j + 1, j] = denom, 0.0

@@ -302,8 +302,10 @@ def _cycle_start(W, x, b, S, I, F, hist, trace, A, P, R, first):
         I[HIST] += 1
         if not np.isfinite(beta):
             return NANORINF
-    if beta <= F[ATOL] or beta == 0.0:   # the true residual: no confirmation needed
+    if beta == 0.0:
         return CONVERGED
+    if beta <= F[ATOL]:   # the true residual passes in the natural norm: the 2-norm's test decides
+        return confirm(A, P, x, b, true_r, true_z, True, R, R.row.shape[0] - 1, TRUE_LABEL, I, F, trace)
     return NONE
 
 

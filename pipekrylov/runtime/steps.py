@@ -4,12 +4,14 @@ import numpy as np
 
 from ..kernels import dot, fused_kernel
 from ..kernels.compile import hot
-from .layout import (ATOL, ATOL_GIVEN, BAD_RHS, BNORM, BREAKDOWN, CHECK, CONVERGED, DONE, HIST, ITERATED,
-                     NANORINF, NONE, RNORM, RTOL, STOP_AT_TEST, STOP_EVERY, TESTED, TRACE, VALUE, ZERO_RHS)
+from .layout import (ATOL, ATOL_GIVEN, BAD_RHS, BNORM, BREAKDOWN, CHECK, CONVERGED, DIVERGED, DIVTOL, DONE, HIST,
+                     ITERATED, NANORINF, NONE, RESTART, RNORM, RTOL, STOP_AT_TEST, STOP_EVERY, TESTED, TRACE, VALUE,
+                     ZERO_RHS)
 from .operators import apply_operator, precondition
 from .reduce import allreduce
 
-__all__ = ["tolerance", "residual_test", "confirm", "breakdown", "end_iteration", "room"]
+__all__ = ["tolerance", "residual_test", "confirm", "confirmed", "confirmed_for_driver", "breakdown",
+           "end_iteration", "room"]
 
 _residual = fused_kernel(["r = b - r"]).function
 
@@ -31,7 +33,8 @@ def tolerance(bb, I, F):
 @hot
 def residual_test(rnorm, hist, I, F):
     """The test of residual norm ``rnorm``: TESTED where each test is reported (the
-    driver records and tests it), else recorded, then NANORINF, CONVERGED or NONE."""
+    driver records and tests it), else recorded, then NANORINF, CONVERGED, DIVERGED or
+    NONE (PETSc's order of the tests)."""
     F[RNORM] = rnorm
     if I[STOP_AT_TEST] != 0:
         return TESTED
@@ -41,6 +44,8 @@ def residual_test(rnorm, hist, I, F):
         return NANORINF
     if rnorm <= F[ATOL]:
         return CONVERGED
+    if rnorm >= F[DIVTOL] * F[BNORM]:
+        return DIVERGED
     return NONE
 
 
@@ -70,20 +75,48 @@ def room(norms, reductions, hist, trace, I):
 @hot
 def confirm(A, P, x, b, r, z, natural, R, slot, label, I, F, trace):
     """Whether ``b - A x`` passes the test too (a pipelined method's recurrences drift from
-    it): CONVERGED, else NONE; its norm in F[VALUE] (``||.||_M`` with ``natural``).
-    Collective: an operator application (and M's), one blocking reduction."""
+    it): CONVERGED, else NONE, its norm in F[VALUE].  The test is scipy's, on the 2-norm,
+    ``||b - A x|| <= max(atol, rtol ||b||)``, for a method that tests the natural norm
+    ``||r||_M`` too (what its recurrences give cheaply): its reduction then carries ``||b||``
+    as well, and a miss tightens the natural norm's tolerance by the ratio it missed by, so
+    that the iterations go on to where the 2-norm passes.  Collective: an operator
+    application, one blocking reduction."""
     apply_operator(A, x, r, R, -1, I, F)
     _residual(b=b, r=r, coef=z, out=z)     # r = b - A x (a kernel with no scalars, no dots)
+    R.send[slot, 0] = dot(r, r)
+    count = 1
     if natural:
-        precondition(P, r, z, R, -1, I, F)
-        R.send[slot, 0] = dot(r, z)
-    else:
-        R.send[slot, 0] = dot(r, r)
-    event = allreduce(R, slot, 1, label, I, F, trace)
+        R.send[slot, 1] = dot(b, b)
+        count = 2
+    event = allreduce(R, slot, count, label, I, F, trace)
     if event != NONE:
         return event
     true = np.sqrt(max(R.recv[slot, 0], 0.0))
     F[VALUE] = true
-    if true <= F[ATOL]:
+    target = F[ATOL]
+    if natural:
+        target = max(F[ATOL_GIVEN], F[RTOL] * np.sqrt(max(R.recv[slot, 1], 0.0)))
+    if true <= target:
         return CONVERGED
+    if natural:
+        F[ATOL] *= 0.9 * target / true
     return NONE
+
+
+@hot
+def confirmed(A, P, x, b, r, scratch, R, label, I, F, hist, trace):
+    """A classic method's confirmation of a test that passed: CONVERGED where ``b - A x``
+    passes too, else NONE with ``b - A x`` in ``r`` (to start again from) and its norm as
+    the history's last (where the loop records the history).  Collective."""
+    event = confirm(A, P, x, b, r, scratch, False, R, 0, label, I, F, trace)
+    if event == NONE and I[STOP_AT_TEST] == 0 and I[HIST] > 0:
+        hist[I[HIST] - 1] = F[VALUE]
+    return event
+
+
+@hot
+def confirmed_for_driver(A, P, x, b, r, scratch, R, label, I, F, hist, trace):
+    """``confirmed`` for a test the driver made (the loop resumed at CONFIRM): CONVERGED,
+    else RESTART, the driver putting the norm in the history and resuming FROM_X."""
+    event = confirmed(A, P, x, b, r, scratch, R, label, I, F, hist, trace)
+    return RESTART if event == NONE else event
