@@ -264,8 +264,6 @@ GMRES_XFAIL_BY = {
     ("gmres", "test_defective_precond_breakdown"): ROUNDED_ZERO,
     ("p(1)-gmres", "test_defective_precond_breakdown"): ROUNDED_ZERO,
     ("p(1)-gmres", "test_defective_matrix_breakdown"): ROUNDED_ZERO,
-    ("p(1)-gmres", "test_callback_x_monotonic"): (
-        "p(l)-GMRES's loop never calls callback(x) (callback_type='x'): 0 calls where scipy makes one per cycle"),
     ("p(1)-gmres", "test_callback_type"): (
         "p(1)-GMRES on scipy's random 20 x 20 matrix: its cycles break down (restarts=2) and stagnate at "
         "||r|| / ||b|| ~ 0.2, where 2 cycles of Arnoldi GMRES(20) solve it"),

@@ -30,8 +30,8 @@ import numpy as np
 from ..kernels import dot, fused_kernel
 from ..kernels.basis import add_combination, divide, project, subtract_combination
 from ..runtime.layout import (AFTER_TEST, ATOL, BEGIN, BREAKDOWN, CHECK, CONVERGED, DONE, FLUSH, FROM_X, HIST,
-                              MAX_ITERATIONS, MAXITER, MPI_FAILED, NANORINF, NONE, PRECONDITIONED, RESTART, RESUME,
-                              RNORM, STOP_AT_TEST, TESTED, TOP, TRACE, VALUE)
+                              ITERATED, MAX_ITERATIONS, MAXITER, MPI_FAILED, NANORINF, NONE, PRECONDITIONED, RESTART,
+                              RESUME, RNORM, STOP_AT_TEST, STOP_EVERY, TESTED, TOP, TRACE, VALUE)
 from ..runtime.operators import apply_operator, precondition
 from ..runtime.reduce import allreduce, drain, start, wait
 from ..runtime.steps import confirm, tolerance
@@ -43,6 +43,7 @@ __all__ = ["plgmres", "workspace", "W_NAMES", "LABELS"]
 residual = fused_kernel(["r = b - r"]).function
 
 INNER, END, COLUMN = 6, 7, 8    # after an iteration's test; the cycle's end; an iteration's column of G
+MOVED = 9                        # x moved to the cycle's iterate, reported to the callback: the outcome next
 SQUARE_ROOT, ZERO_COLUMN, NO_DESCENT = 0, 1, 2  # the breakdown checks; a square root's restarts the cycle
 FULL, NOT_CONFIRMED = 0, 1       # why a cycle ended without converging (J[CAUSE])
 FIRST_LABEL, TRUE_LABEL = -1, -2
@@ -78,6 +79,10 @@ def plgmres(W, x, b, S, I, F, hist, trace, A, P, R):
     resume = I[RESUME]
     event = NONE
     it = J[IT]
+    if resume == MOVED:
+        event = _outcome(A, P, x, b, w, mz, preconditioned, S[BETA], S[NORM_A], true_r, true_z, R, I, F, trace, J)
+        I[RESUME] = FROM_X
+        return event
     if resume == BEGIN or resume == FROM_X:
         J[FIRST] = resume == BEGIN
         _fill(Z, w, mz, sigma, b, x, coef, out, preconditioned, l, I, F, trace, A, P, R, J)
@@ -203,6 +208,9 @@ def plgmres(W, x, b, S, I, F, hist, trace, A, P, R):
         event = drain(R, I, F, trace)
         if event == NONE:
             _update(V, Rh, g, y, w, mz, x, preconditioned, J[DONE_K], R, I, F, P)
+            if I[STOP_EVERY] != 0 and J[DONE_K] > 0:   # the callback sees x after each cycle, as GMRES's
+                I[RESUME] = MOVED
+                return ITERATED
             event = _outcome(A, P, x, b, w, mz, preconditioned, S[BETA], S[NORM_A], true_r, true_z, R, I, F, trace, J)
         I[RESUME] = FROM_X
         return event
