@@ -15,10 +15,8 @@ that fails, the method starts again from it, the count going on.
 import numpy as np
 
 from ..kernels import dot, fused_kernel
-from ..runtime.layout import (AFTER_TEST, ATOL, BEGIN, BNORM, CONFIRM, CONVERGED, DONE, FLUSH, FROM_X, HIST,
-                              ITERATION, MAX_ITERATIONS, MAXITER, NONE, REPLACEMENTS, RESTARTS, RESUME,
-                              STOP_AT_TEST,
-                              TOP, VALUE)
+from ..runtime.layout import (AFTER_TEST, ATOL, BEGIN, BNORM, CONFIRM, CONVERGED, DONE, FLUSH, FROM_X, ITERATION,
+                              MAX_ITERATIONS, MAXITER, NONE, REPLACEMENTS, RESTARTS, RESUME, TOP)
 from ..runtime.operators import apply_operator, precondition
 from ..runtime.reduce import allreduce
 from ..runtime.steps import breakdown, confirmed, confirmed_for_driver, end_iteration, residual_test, room, tolerance

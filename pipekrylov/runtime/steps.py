@@ -7,7 +7,7 @@ from ..kernels.compile import hot
 from .layout import (ATOL, ATOL_GIVEN, BAD_RHS, BNORM, BREAKDOWN, CHECK, CONVERGED, DIVERGED, DIVTOL, DONE, HIST,
                      ITERATED, NANORINF, NONE, RESTART, RNORM, RTOL, STOP_AT_TEST, STOP_EVERY, TESTED, TRACE, VALUE,
                      ZERO_RHS)
-from .operators import apply_operator, precondition
+from .operators import apply_operator
 from .reduce import allreduce
 
 __all__ = ["tolerance", "residual_test", "confirm", "confirmed", "confirmed_for_driver", "breakdown",
