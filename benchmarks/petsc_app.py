@@ -1,15 +1,18 @@
-"""A PETSc C application on our KSP against PETSc's own, time per iteration:
+"""A PETSc C application on our KSP against PETSc's own: time per iteration and the
+fixed cost of a KSPSolve:
 
     python -m benchmarks.petsc_app                       # 1 and 2 ranks, 1,024-16,384 per rank
     python -m benchmarks.petsc_app --ranks 2 --sizes 4096 --pc bjacobi
 
 tests/capp/poisson.c (2D Poisson, AIJ, b = 1) is built with mpicc against pkg-config's
 PETSc and run with ``-ksp_type pipecg`` and with ``-python <interpreter> -ksp_type python
--ksp_python_type pipekrylov.petsc.PipeCG`` (and cg / CG), rtol 1e-8, ``-solves k``: the
-best of k KSPSolve calls from x = 0 (the first one loads or compiles the loop) over the
-iterations of one solve.  The set-up (KSPSetUp, the matrix conversion) is outside the
-timed calls for both; everything inside KSPSolve is timed: for ours the Python entry,
-the arguments' checks, the compiled loop and the handing back.
+-ksp_python_type pipekrylov.petsc.PipeCG`` (and cg / CG), ``-solves k -rtols
+1e-2,1e-4,1e-6,1e-8``: k rounds of a KSPSolve from x = 0 at each tolerance, the best of
+each (the first round loads or compiles the loop).  Time per iteration and fixed cost (what a solve costs besides its
+iterations): the slope and the intercept of the least-squares line of solve time against
+iterations; the table's iterations are rtol 1e-8's.  The set-up (KSPSetUp, the matrix conversion) is outside the timed
+calls for both; everything inside KSPSolve is timed: for ours the Python entry, the
+arguments' checks, the compiled loop and the handing back.
 """
 import argparse
 import os
@@ -19,6 +22,8 @@ import site
 import subprocess
 import sys
 import tempfile
+
+import numpy as np
 
 from benchmarks.common import cpu_name, mpiexec_env
 
@@ -48,15 +53,19 @@ def exports():
     return ["-x", "PYTHONPATH"] if "Open MPI" in version or "OpenRTE" in version else []
 
 
+RTOLS = (1e-2, 1e-4, 1e-6, 1e-8)
+
+
 def run(exe, ranks, n, options, solves):
-    command = [shutil.which("mpiexec"), "-n", str(ranks), *exports(), exe, "-n", str(n),
-               "-ksp_rtol", "1e-8", "-solves", str(solves), *options]
+    """(iterations at the last of RTOLS, seconds per iteration, fixed seconds per solve)."""
+    command = [shutil.which("mpiexec"), "-n", str(ranks), *exports(), exe, "-n", str(n), "-solves", str(solves),
+               "-rtols", ",".join(map(str, RTOLS)), *options]
     out = subprocess.run(command, env=environment(), capture_output=True, text=True, timeout=600)
     if out.returncode:
         raise SystemExit(out.stdout[-2000:] + out.stderr[-2000:])
-    its = int(re.search(r"iterations (\d+)", out.stdout).group(1))
-    best = float(re.search(r"best solve (\S+) s", out.stdout).group(1))
-    return its, best / its
+    points = np.array(re.findall(r"rtol \S+ iterations (\d+) best (\S+) s", out.stdout), dtype=float)
+    per, fixed = np.polyfit(points[:, 0], points[:, 1], 1)
+    return int(points[-1, 0]), per, fixed
 
 
 def main(argv=None):
@@ -69,24 +78,29 @@ def main(argv=None):
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as folder:
         exe = build(folder)
-        print(f"2D Poisson, {args.pc}, rtol 1e-8; time per iteration = best of {args.solves} KSPSolve "
-              f"calls / iterations; CPU: {cpu_name()}")
-        print("| ranks | unknowns per rank | PETSc's KSP | iterations | PETSc us/it | ours | iterations "
-              "| ours us/it | ours / PETSc |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print(f"2D Poisson, {args.pc}; {args.solves} rounds of KSPSolve calls: time per "
+              f"iteration (us) and fixed cost per solve (us): slope and intercept over rtol 1e-2 .. 1e-8; CPU: {cpu_name()}")
+        print("| ranks | unknowns per rank | PETSc's KSP | iterations | PETSc us/it | PETSc fixed | ours | iterations "
+              "| ours us/it | ours fixed | ours / PETSc per it | ours / PETSc fixed |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for ranks in args.ranks:
             for size in args.sizes:
                 n = round((size * ranks) ** 0.5)
                 for theirs, ours in PAIRS:
                     common = ["-pc_type", args.pc]
-                    its_p, t_p = run(exe, ranks, n, ["-ksp_type", theirs, "-ksp_norm_type", "unpreconditioned",
+                    its_p, t_p, f_p = run(exe, ranks, n, ["-ksp_type", theirs, "-ksp_norm_type", "unpreconditioned",
                                                      *common], args.solves)
-                    its, t = run(exe, ranks, n, ["-python", sys.executable, "-ksp_type", "python",
+                    its, t, f = run(exe, ranks, n, ["-python", sys.executable, "-ksp_type", "python",
                                                  "-ksp_python_type", f"pipekrylov.petsc.{ours}", *common],
                                  args.solves)
-                    print(f"| {ranks} | {n * n // ranks:,} | {theirs} | {its_p} | {t_p * 1e6:.1f} | {ours} | {its} "
-                          f"| {t * 1e6:.1f} | {t / t_p:.2f} |", flush=True)
+                    print(f"| {ranks} | {n * n // ranks:,} | {theirs} | {its_p} | {t_p * 1e6:.1f} | {f_p * 1e6:.1f} "
+                          f"| {ours} | {its} | {t * 1e6:.1f} | {f * 1e6:.1f} | {t / t_p:.2f} | {_ratio(f, f_p)} |",
+                          flush=True)
     return 0
+
+
+def _ratio(ours, theirs):
+    return f"{ours / theirs:.2f}" if theirs > 0 and ours > 0 else "-"   # an intercept below noise: none
 
 
 if __name__ == "__main__":

@@ -405,3 +405,23 @@ def test_bicgstab_half_step_exit_fits_a_full_buffer(buffered, monkeypatch):
     # no test at the top after the half step; ||b|| in the first; one more confirms with b - A x
     assert c.reductions.count == 3 * c.iterations + 1
     assert len(c.residual_norms) == c.iterations + 1
+
+
+@pytest.mark.parametrize("n", [7, 4099])
+@pytest.mark.parametrize("m", [0, 1, 2, 3])
+def test_next_column_is_its_recurrences_and_dots_bit_for_bit(n, m):
+    """p(l)-CG's next column, one loop per vector and its dots in pairs: each entry as
+    numpy computes the recurrence, each dot as the package's dot, bit for bit."""
+    from pipekrylov.kernels import dot
+    from pipekrylov.kernels.basis import next_column
+    rng = np.random.default_rng(n + m)
+    u, ui, um, z, zi, zm, v, vp = (rng.standard_normal(n) for _ in range(8))
+    Y = rng.standard_normal((m + 2, n))
+    rows = np.arange(1, m + 1)
+    d, g, e = 0.7, 0.3, -0.1
+    u_want, z_want = d * u - g * ui - e * um, d * z - g * zi - e * zm
+    out = np.zeros(m + 3)
+    next_column(u, ui, um, z, zi, zm, v, vp, Y, rows, d, g, e, out)
+    assert np.array_equal(u, u_want) and np.array_equal(z, z_want)
+    want = [dot(u_want, v), *(dot(u_want, Y[r]) for r in rows), dot(u_want, z_want), dot(u_want, vp)]
+    assert np.array_equal(out, want)

@@ -152,3 +152,34 @@ def test_the_runtime_reduction_carries_a_failure_and_a_disagreement(comm):
         rd.start(R, 0, 1, 0, I, F, trace)
         events.append(rd.wait(R, 0, I, F, trace))
     assert events == [L.FAILED, L.DISAGREE, L.NONE]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("pc", [None, "jacobi", "ic0"])
+def test_python_applies_and_reductions_are_the_operators(comm, pc):
+    """A method's steps in Python (a hand-over, a residual replacement, a breakdown's
+    check) apply A and M and reduce through the solver: the same operators as scipy's
+    and the same sums, counted as the loop counts them, after an update too."""
+    A = load("nos4")
+    solver = pk.Solver(A, "p(2)-cg", M=pc, comm=comm)
+    for step in range(2):
+        if step:
+            A = (A + sp.identity(A.shape[0])).tocsr()
+            solver.update(A)
+        p = solver.partition
+        rows = slice(p.start, p.end)
+        x = np.cos(np.arange(A.shape[0]))
+        y = solver.apply("A", x[rows].copy(), np.empty(p.nlocal))
+        assert np.allclose(y, (A @ x)[rows], rtol=1e-14, atol=1e-12)
+        spmvs = solver.I[L.SPMVS]
+        assert np.array_equal(solver.apply("A", x[rows].copy(), np.empty(p.nlocal)), y)
+        assert solver.I[L.SPMVS] == spmvs + 1
+        if pc == "jacobi":
+            z = solver.apply("M", x[rows].copy(), np.empty(p.nlocal))
+            assert np.allclose(z, x[rows] / A.diagonal()[rows], rtol=1e-15)
+            am = solver.apply("AM", x[rows].copy(), np.empty(p.nlocal))
+            assert np.allclose(am, (A @ (x / A.diagonal()))[rows], rtol=1e-13, atol=1e-12)
+        local = np.array([comm.rank + 1.0, 2.0 * step])
+        sums = solver.reduce(local, solver.spec.labels[0])
+        size = comm.size
+        assert np.array_equal(sums, [size * (size + 1) / 2, 2.0 * step * size])

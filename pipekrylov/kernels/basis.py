@@ -22,16 +22,33 @@ __all__ = ["next_column", "combine", "project", "subtract_combination", "add_com
 def next_column(u, ui, um, z, zi, zm, v, vp, Y, rows, d, g, e, out):
     """The three-term recurrences ``u = d u - g ui - e um``, ``z = d z - g zi - e zm``,
     then the dots of the next column of ``G``: ``out = [(u, v), (u, Y[rows[0]]), ..,
-    (u, Y[rows[-1]]), (u, z), (u, vp)]``."""
+    (u, Y[rows[-1]]), (u, z), (u, vp)]``.  One loop per vector updated (a loop that stores
+    to two of six arrays is not vectorized: 2x slower at 4,096 unknowns) and the dots in
+    pairs (u read once per two)."""
     m = rows.shape[0]
     for i in range(u.shape[0]):
         u[i] = d * u[i] - g * ui[i] - e * um[i]
+    for i in range(z.shape[0]):
         z[i] = d * z[i] - g * zi[i] - e * zm[i]
-    out[0] = dot(u, v)
-    for j in range(m):
-        out[1 + j] = dot(u, Y[rows[j]])
-    out[m + 1] = dot(u, z)
-    out[m + 2] = dot(u, vp)
+    # the pairs: (v, Y[rows[0]]), (Y[rows[1]], Y[rows[2]]), .., then z and vp
+    total = m + 3
+    k = 0
+    while k + 2 <= total:
+        _dot_pair(_column_partner(k, v, vp, z, Y, rows), _column_partner(k + 1, v, vp, z, Y, rows), u, out, k)
+        k += 2
+    if k < total:
+        out[k] = dot(_column_partner(k, v, vp, z, Y, rows), u)
+
+
+@numba.njit(cache=True, nogil=True, inline="always", **NO_REFCOUNT)
+def _column_partner(k, v, vp, z, Y, rows):
+    """The vector of ``out[k]``'s dot with u in :func:`next_column`."""
+    m = rows.shape[0]
+    if k == 0:
+        return v
+    if k <= m:
+        return Y[rows[k - 1]]
+    return z if k == m + 1 else vp
 
 
 @numba.njit(cache=True, nogil=True, **NO_REFCOUNT)

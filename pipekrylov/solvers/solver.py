@@ -119,7 +119,8 @@ class Solver:
             self._allocate()
         elif self.loop == "compiled":
             self.entry = self._compile()   # the same kinds of operands: Numba's dispatcher has it
-        self.__dict__.pop("_norm_inf_a", None)
+        for kept in ("_norm_inf_a", "_applies", "_allreduce"):   # made for the operands and buffers before
+            self.__dict__.pop(kept, None)
 
     # ---------------------------------------------------------------- set-up
     def _choose_loop(self, loop):
@@ -189,15 +190,21 @@ class Solver:
     def apply(self, word, x, y):
         """``y = word x`` (operators, outermost first: "A", "M", "AM") on the solver's operands,
         from Python (a method's rare steps).  Collective for A."""
-        from ..runtime.operators import apply_operator, precondition
         for j, op in enumerate(reversed(word)):
             into = y if j == len(word) - 1 else np.empty_like(y)
-            if op == "A":
-                apply_operator(self.A_operands, x, into, self.R, -1, self.I, self.F)
-            else:
-                precondition(self.P_operands, x, into, self.R, -1, self.I, self.F)
+            self._from_python(op)(x, into)
             x = into
         return y
+
+    def _from_python(self, op):
+        """The apply of "A" or "M" for Python's calls, made once per set-up (a compiled
+        apply through its entry point: :func:`~pipekrylov.runtime.operators.from_python`)."""
+        applies = self.__dict__.setdefault("_applies", {})
+        if op not in applies:
+            from ..runtime.operators import from_python
+            operands = self.A_operands if op == "A" else self.P_operands
+            applies[op] = from_python(op, operands, self.R, self.I, self.F)
+        return applies[op]
 
     def reduce(self, values, label):
         """The global sums of ``values`` (one blocking reduction, traced under ``label``),
@@ -209,7 +216,10 @@ class Solver:
             R = reductions(self.comm, 1, n)
         kept = R.send[0].copy(), R.recv[0].copy()   # the loop's: the next reduction's local values
         R.send[0, :n] = values
-        event = allreduce(R, 0, n, self.spec.labels.index(label), self.I, self.F, self.trace)
+        if "_allreduce" not in self.__dict__:   # its entry point, found once (as _from_python's)
+            from ..kernels.compile import compile_for
+            self._allreduce = compile_for(allreduce, (R, 0, n, 0, self.I, self.F, self.trace))
+        event = self._allreduce(R, 0, n, self.spec.labels.index(label), self.I, self.F, self.trace)
         sums = R.recv[0, :n].copy()
         R.send[0], R.recv[0] = kept
         if event != L.NONE:
@@ -237,6 +247,8 @@ class Solver:
         ``divtol``: stop with ``diverged_dtol`` once a residual norm tested reaches
         ``divtol ||b||`` (PETSc's ``-ksp_divtol``, whose default is 1e4; None: never).
         """
+        if self._I0[L.RANKS] == 1:   # nothing to match across processes (see exclusive)
+            return self._solve(b, x0, rtol, atol, maxiter, callback, monitor, divtol)
         with exclusive(self.comm, self.method, self):
             return self._solve(b, x0, rtol, atol, maxiter, callback, monitor, divtol)
 
@@ -293,6 +305,8 @@ class Solver:
 def _tolerance(method, name, value):
     """A tolerance as a float >= 0; infinite ones are accepted (scipy's: x0 is then the
     answer).  scipy's former atol=None and 'legacy' are refused as scipy >= 1.12 does."""
+    if type(value) is float and value >= 0.0:
+        return value
     try:
         number = float(value)
     except (TypeError, ValueError):
