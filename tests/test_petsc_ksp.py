@@ -159,6 +159,39 @@ def test_matrices_through_petsc_pcs(comm, name, pc, pair):
         assert abs(its - its_p) <= max(3, 0.05 * its_p), (its, its_p)
 
 
+
+def history_of(A, context, ksp_type, pc, b, options=()):
+    """Iterations, reason and residual norms of a GMRES(30) solve, ours (``context``) or PETSc's."""
+    ksp = pkp.make_ksp(A, context or ksp_type, pc, max_it=3000, unpreconditioned=context is None,
+                       right=context is None, options=options)
+    ksp.setConvergenceHistory()
+    its, reason, _ = pkp.run_ksp(ksp, b)
+    history = np.array(ksp.getConvergenceHistory())
+    ksp.destroy()
+    return its, reason, history
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("name", ["convection_diffusion2d", "orsirr_1", "cage9"])
+def test_gmres_with_gram_schmidt_once_is_petscs_gmres(comm, name):
+    """-ksp_gmres_cgs_refinement_type refine_never (PETSc's default) asks our GMRES for
+    classical Gram-Schmidt once: PETSc's gmres's iterations, and its residual norms while
+    the basis is well conditioned (rounding then parts them); refine_ifneeded is refused."""
+    S = scipy_matrix(name)
+    b = S @ np.ones(S.shape[0])
+    A = pkp.aij(S, comm)
+    never = [("ksp_gmres_cgs_refinement_type", "refine_never")]
+    its_p, reason_p, theirs = history_of(A, None, "gmres", "jacobi", b, never)
+    its, reason, ours = history_of(A, pkp.GMRES, None, "jacobi", b, never)
+    _, _, twice = history_of(A, pkp.GMRES, None, "jacobi", b)
+    assert reason > 0 and reason_p > 0
+    assert abs(its - its_p) <= max(3, 0.05 * its_p), (its, its_p)
+    first = min(10, its_p)
+    assert np.allclose(ours[:first], theirs[:first], rtol=1e-8, atol=0.0)
+    assert np.allclose(twice[:first], theirs[:first], rtol=1e-8, atol=0.0)   # the first steps: the same space
+    with pytest.raises(ValueError, match="refine_ifneeded cannot be honoured"):
+        history_of(A, pkp.GMRES, None, "jacobi", b, [("ksp_gmres_cgs_refinement_type", "refine_ifneeded")])
+
 @pytest.mark.mpi
 def test_compare_command_puts_petsc_and_ours_side_by_side(comm):
     from pipekrylov.compare import compare, markdown_table

@@ -121,6 +121,41 @@ def test_cr_equals_gmres_on_symmetric(comm):
     assert np.allclose(cr.residual_norms[:k], full.residual_norms[:k], rtol=1e-6)
 
 
+
+@pytest.mark.mpi
+def test_gmres_orthogonalizes_twice_or_once_with_the_norm_in_the_last_pass(comm):
+    """CGS2 (the default): two reductions per iteration, the second pass's carrying
+    ||w||; CGS: one pass, ||w|| in it or measured apart where the pass took most of w.
+    Both solve to the tolerance (against a dense solve) in the same iterations here."""
+    D, A = problem(comm, "convection_diffusion2d")
+    b = A @ np.linspace(1.0, 2.0, A.shape[0])
+    exact = np.linalg.solve(A.toarray(), b)
+    results = {o: pk.gmres(D, D.scatter(b), rtol=1e-9, M="jacobi", orthogonalization=o) for o in ("cgs2", "cgs")}
+    for o, res in results.items():
+        assert res.info == 0
+        x = D.gather(res.x)
+        assert rel(A @ x, b) <= 1e-9 and rel(x, exact) < 1e-6
+        waits = [e.label for e in res.reductions.events if e.kind == "wait"]
+        passes = {"cgs2": 1, "cgs": 0}[o]
+        assert waits.count("V^T w") == passes * res.iterations
+        assert waits.count("V^T w, ||w||") == res.iterations
+        apart = waits.count("||w||")
+        assert apart <= 2 if o == "cgs2" else apart > 0, (o, apart)
+    assert abs(results["cgs"].iterations - results["cgs2"].iterations) <= 2
+    with pytest.raises(ValueError, match="orthogonalization must be one of"):
+        pk.gmres(D, D.scatter(b), orthogonalization="mgs")
+
+
+def test_gmres_with_a_restart_longer_than_the_buffers_converges():
+    """A cycle's reductions outnumber the iterations the loop buffers (2,048): the trace
+    is sized for a whole cycle (else the loop would hand back forever)."""
+    from pipekrylov.solvers.solver import BUFFERED
+    A = sp.diags(np.linspace(1.0, 3.0, 2 * BUFFERED + 100)).tocsr()
+    b = np.ones(A.shape[0])
+    for o in ("cgs", "cgs2"):
+        res = pk.gmres(A, b, rtol=1e-10, restart=BUFFERED + 50, orthogonalization=o)
+        assert res.info == 0 and rel(A @ res.x, b) <= 1e-10
+
 # ---------------------------------------------------------------- the scipy contract
 @pytest.mark.mpi
 @pytest.mark.parametrize("depth", [0, 1, 2])

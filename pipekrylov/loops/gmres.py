@@ -1,11 +1,14 @@
 """Classic restarted GMRES(m), right preconditioned, classical Gram-Schmidt run twice
-(CGS2): three blocking reductions per iteration, ``V^T w`` twice and ``||w||``.
+(CGS2, the default) or once (CGS, PETSc's default): one blocking reduction per pass,
+``V^T w``, with ``||w||`` in the last pass's (``||w - V c||^2 = ||w||^2 - ||c||^2``: V is
+orthonormal); where that pass took much of w (``||c||^2`` above a quarter of
+``||w||^2``, the subtraction would cancel) a third reduction measures ``||w||``.
 
     beta = ||b - A x||                    (a cycle's first reduction; the solve's: (b, b) too)
     cycle: v_0 = r / beta, g = beta e_0
         for j < m: z_j = M v_j, w = A z_j
-            twice: c = V_(j+1)^T w (one reduction), w -= V_(j+1) c, h += c
-            h_(j+1) = ||w|| (one reduction);  H[:, j] = h, rotated by Givens: |g_(j+1)| estimates ||r||
+            twice (once): c = V_(j+1)^T w (one reduction), w -= V_(j+1) c, h += c
+            h_(j+1) = ||w||, from the last pass's reduction;  H[:, j] = h, rotated by Givens: |g_(j+1)| estimates ||r||
             v_(j+1) = w / h_(j+1)  (h_(j+1) ~ 0: the Krylov space is invariant, a "happy" breakdown)
         x += Z_k y,  R_k y = g_k  (R: H rotated, upper triangular)
 
@@ -19,7 +22,7 @@ from ..kernels import dot, fused_kernel
 from ..kernels.basis import add_combination, divide, project, subtract_combination
 from ..runtime.layout import (AFTER_TEST, ATOL, BEGIN, DONE, FLUSH, HIST, ITERATED, ITERATION, MAX_ITERATIONS,
                               MAXITER, NONE, PRECONDITIONED, RESUME, RNORM, STOP_AT_TEST, STOP_EVERY, TESTED, TOP,
-                              TRACE, NANORINF, CONVERGED)
+                              TRACE)
 from ..runtime.operators import apply_operator, precondition
 from ..runtime.reduce import allreduce
 from ..runtime.steps import breakdown, residual_test, tolerance
@@ -33,7 +36,10 @@ residual = fused_kernel(["r = b - r"]).function
 INNER, RESIDUAL = 6, 7       # GMRES's own resume points: after an inner test; the cycle's new residual
 ZERO_COLUMN = 0              # the breakdown check: a zero column of the Hessenberg matrix
 ZERO = 1e-14                 # ... its rotated diagonal relative to its norm (Gram-Schmidt twice: rounding)
-(J, BETA, S_SIZE) = range(3)  # the scalars kept in S: the cycle's step, its first residual norm
+PYTHAGORAS = 0.25            # ||w||^2 - ||c||^2 is h_(j+1)^2 to rounding while ||c||^2 is at most this of ||w||^2
+# the scalars kept in S: the cycle's step, its first residual norm, Gram-Schmidt's passes
+(J, BETA, PASSES, S_SIZE) = range(4)
+ORTHOGONALIZATIONS = {"cgs2": 2, "cgs": 1}   # classical Gram-Schmidt twice (the default), once
 
 
 @loop
@@ -41,6 +47,7 @@ def gmres(W, x, b, S, I, F, hist, trace, A, P, R):
     V, Z, w, H, g, cs, sn, c, y, coef, out = W
     m = H.shape[1]
     preconditioned = I[PRECONDITIONED] != 0
+    passes = int(S[PASSES])
     iteration, resume = I[ITERATION], I[RESUME]
     j = int(S[J])
     event = NONE
@@ -62,7 +69,7 @@ def gmres(W, x, b, S, I, F, hist, trace, A, P, R):
             S[BETA] = np.sqrt(max(R.recv[0, 0], 0.0))
             resume = TOP
         if resume == TOP:
-            if I[HIST] + m + 1 > hist.shape[0] or I[TRACE] + 3 * m + 2 > trace.shape[0]:
+            if I[HIST] + m + 1 > hist.shape[0] or I[TRACE] + (passes + 1) * m + 2 > trace.shape[0]:
                 event = FLUSH
                 break
             resume = AFTER_TEST
@@ -88,24 +95,34 @@ def gmres(W, x, b, S, I, F, hist, trace, A, P, R):
                     apply_operator(A, Z[j], w, R, -1, I, F)
                 else:
                     apply_operator(A, V[j], w, R, -1, I, F)
-                for k in range(j + 1):
-                    H[k, j] = 0.0
-                for _ in range(2):   # CGS2: the second pass restores orthogonality CGS loses
+                # Gram-Schmidt, ||w|| in the last pass's reduction (one reduction a pass)
+                before = removed = 0.0
+                for p in range(passes):
+                    last = p == passes - 1
                     project(V, j + 1, w, R.send[0])
-                    event = allreduce(R, 0, j + 1, 1, I, F, trace)
+                    if last:
+                        R.send[0, j + 1] = dot(w, w)
+                    event = allreduce(R, 0, j + 1 + last, 2 if last else 1, I, F, trace)
                     if event != NONE:
                         break
                     for k in range(j + 1):
                         c[k] = R.recv[0, k]
-                        H[k, j] += c[k]
+                        H[k, j] = c[k] if p == 0 else H[k, j] + c[k]
+                    if last:
+                        before = R.recv[0, j + 1]
+                        for k in range(j + 1):
+                            removed += c[k] * c[k]
                     subtract_combination(V, c, j + 1, w)
                 if event != NONE:
                     break
-                R.send[0, 0] = dot(w, w)
-                event = allreduce(R, 0, 1, 2, I, F, trace)
-                if event != NONE:
-                    break
-                hnext = np.sqrt(max(R.recv[0, 0], 0.0))
+                if removed <= PYTHAGORAS * before:
+                    hnext = np.sqrt(before - removed)   # ||w - V c||, V orthonormal
+                else:   # the last pass took much of w (w nearly in span V): measure it
+                    R.send[0, 0] = dot(w, w)
+                    event = allreduce(R, 0, 1, 3, I, F, trace)
+                    if event != NONE:
+                        break
+                    hnext = np.sqrt(max(R.recv[0, 0], 0.0))
                 H[j + 1, j] = hnext
                 estimate = _rotate_column(H, g, cs, sn, j, ZERO)
                 if estimate < 0.0:   # A (or A M) singular on the Krylov space: keep the columns before's
@@ -183,25 +200,32 @@ def _breakdown(check, value):
 class GMRESSpec(LoopSpec):
     """GMRES(m)'s loop: its workspace holds the cycle's basis."""
 
-    def __init__(self, restart):
-        self.restart = restart
-        super().__init__("gmres", gmres, ["||r||", "V^T w", "||w||"], self._workspace, S_SIZE, _breakdown,
-                         width=restart + 2, norms=restart + 1, reductions=3)
+    def __init__(self, restart, orthogonalization):
+        self.restart, self.orthogonalization = restart, orthogonalization
+        from ..solvers.solver import BUFFERED
+        # a cycle's reductions must fit the trace's buffer (passes + 1 an iteration at most)
+        most = ORTHOGONALIZATIONS[orthogonalization] + 1
+        super().__init__("gmres", gmres, ["||r||", "V^T w", "V^T w, ||w||", "||w||"], self._workspace, S_SIZE,
+                         _breakdown, width=restart + 2, norms=restart + 1,
+                         reductions=most * (1 + restart // BUFFERED))
 
     @property
     def key(self):
-        return f"gmres restart={self.restart}"
+        return f"gmres restart={self.restart} orthogonalization={self.orthogonalization}"
 
     def fitted(self, n):
         from ..solvers.inputs import fitted_restart
         m = fitted_restart(self.restart, n)
-        return self if m == self.restart else gmres_spec(m)
+        return self if m == self.restart else gmres_spec(m, self.orthogonalization)
 
     def _workspace(self, n, preconditioned):
         m = self.restart
         return (np.zeros((m + 1, n)), np.zeros((m, n) if preconditioned else (1, 1)), np.zeros(n),
                 np.zeros((m + 1, m)), np.zeros(m + 1), np.zeros(m), np.zeros(m), np.zeros(m + 1), np.zeros(m),
                 np.zeros(1), np.zeros(1))
+
+    def prepare(self, solver):
+        solver.S[PASSES] = ORTHOGONALIZATIONS[self.orthogonalization]
 
     def after_test(self, solver, passed):
         """A cycle's first test decides; an inner one only reports (the cycle goes on)."""
@@ -210,11 +234,15 @@ class GMRESSpec(LoopSpec):
         return None if passed else AFTER_TEST
 
 
-def gmres_spec(restart=30):
-    """The loop of GMRES(``restart``)."""
+def gmres_spec(restart=30, orthogonalization="cgs2"):
+    """The loop of GMRES(``restart``), orthogonalizing by classical Gram-Schmidt twice
+    (``"cgs2"``) or once (``"cgs"``, PETSc's default)."""
     if int(restart) < 1:
         raise ValueError(f"restart must be positive, got {restart}")
-    return _SPECS.setdefault(int(restart), GMRESSpec(int(restart)))
+    if orthogonalization not in ORTHOGONALIZATIONS:
+        raise ValueError(f"orthogonalization must be one of {', '.join(map(repr, ORTHOGONALIZATIONS))}, "
+                         f"got {orthogonalization!r}")
+    return _SPECS.setdefault((int(restart), orthogonalization), GMRESSpec(int(restart), orthogonalization))
 
 
 _SPECS = {}

@@ -204,16 +204,22 @@ class Classic(Context):
     """A classic method (pipekrylov.cg, ...) as a KSP."""
 
     kind = "classic"
-
-    def method_spec(self):
-        return self.method, ({"restart": self.restart} if self.method == "gmres" else {})
+    orthogonalization = "cgs2"
 
     def refuse(self, options, prefix):
         if self.method == "gmres":
-            refuse_gmres_options(options, prefix)
+            self.orthogonalization = gmres_orthogonalization(options, prefix, ("cgs2", "cgs"))
+
+    def method_spec(self):
+        if self.method == "gmres":
+            return self.method, {"restart": self.restart, "orthogonalization": self.orthogonalization}
+        return self.method, {}
 
     def describe(self):
-        return [f"restart: {self.restart}"] if self.method == "gmres" else []
+        if self.method != "gmres":
+            return []
+        return [f"restart: {self.restart}, classical Gram-Schmidt "
+                f"{'twice (refine_always)' if self.orthogonalization == 'cgs2' else 'once (refine_never)'}"]
 
 
 class Derived(Context):
@@ -261,7 +267,7 @@ class Deep(Context):
 
     def refuse(self, options, prefix):
         if self.method == "gmres":
-            refuse_gmres_options(options, prefix)
+            gmres_orthogonalization(options, prefix, ("cgs2",))
 
     def method_spec(self):
         if self.method == "gmres":
@@ -281,16 +287,22 @@ class Deep(Context):
         return lines
 
 
-def refuse_gmres_options(options, prefix):
-    """Our GMRES orthogonalizes by classical Gram-Schmidt run twice (PETSc's
-    ``-ksp_gmres_cgs_refinement_type refine_always``): other orthogonalizations are refused."""
+REFINEMENTS = {"refine_always": "cgs2", "refine_never": "cgs"}   # PETSc's -ksp_gmres_cgs_refinement_type
+
+
+def gmres_orthogonalization(options, prefix, allowed):
+    """The orthogonalization PETSc's options ask of a GMRES (``"cgs2"``: classical
+    Gram-Schmidt twice, refine_always, unless they say otherwise); one not ``allowed``
+    (modified Gram-Schmidt, refine_ifneeded, ...) is refused."""
     refinement = options.getString("ksp_gmres_cgs_refinement_type", "refine_always").lower()
     asked = [f"-{prefix}ksp_gmres_modifiedgramschmidt"] if options.hasName("ksp_gmres_modifiedgramschmidt") else []
-    if refinement != "refine_always":
+    if REFINEMENTS.get(refinement) not in allowed:
         asked.append(f"-{prefix}ksp_gmres_cgs_refinement_type {refinement}")
     if asked:
-        raise ValueError(f"pipekrylov's GMRES orthogonalizes by classical Gram-Schmidt twice (refine_always); "
+        can = " or ".join(k for k, v in REFINEMENTS.items() if v in allowed)
+        raise ValueError(f"this GMRES orthogonalizes by classical Gram-Schmidt ({can}); "
                          f"{' and '.join(asked)} cannot be honoured")
+    return REFINEMENTS[refinement]
 
 
 class CG(Classic):

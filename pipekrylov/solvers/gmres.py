@@ -12,7 +12,8 @@ CALLBACK_TYPES = ("x", "pr_norm", "legacy")
 
 
 def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=30, maxiter=None, M=None,
-          callback=None, callback_type=None, comm=None, monitor=False, latency=0.0, loop="auto"):
+          callback=None, callback_type=None, comm=None, monitor=False, latency=0.0, loop="auto",
+          orthogonalization="cgs2"):
     """Solve ``A x = b`` by restarted GMRES(``restart``).  Collective.
 
     Arguments and return value as :func:`pipekrylov.cg`, except (scipy's conventions):
@@ -32,12 +33,17 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=30, maxiter=None, M=Non
     Right preconditioning, so the norm tested, and given to a ``"pr_norm"`` callback, is
     the true residual's ``||b - A x||`` (estimated by the Givens rotations within a
     cycle); scipy's GMRES, left preconditioned, gives ``||M (b - A x)|| / ||b||``.
-    Classical Gram-Schmidt run twice (CGS2): three blocking reductions per iteration,
-    ``V^T w`` twice and ``||w||``.
+    orthogonalization : "cgs2" or "cgs"
+        Classical Gram-Schmidt run twice (CGS2, the default: the basis stays orthogonal
+        to rounding) or once (CGS, PETSc's default, half the vector work: the basis
+        loses orthogonality as the Krylov space nears an invariant one).  One blocking
+        reduction per pass, ``||w||`` in the last pass's; where that pass removed more
+        than a quarter of ``||w||^2`` (CGS does, more often than not), ``||w||`` takes a
+        reduction of its own.
     """
     return scipy_gmres("gmres", A, b, x0, restart=restart, maxiter=maxiter, callback=callback,
                        callback_type=callback_type, monitor=monitor, rtol=rtol, atol=atol, M=M, comm=comm,
-                       latency=latency, loop=loop, options={"restart": restart})
+                       latency=latency, loop=loop, options={"restart": restart, "orthogonalization": orthogonalization})
 
 
 def scipy_gmres(method, A, b, x0, *, restart, maxiter, callback, callback_type, monitor, comm, least=1,

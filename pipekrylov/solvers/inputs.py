@@ -8,6 +8,7 @@ loop's first reduction (:mod:`pipekrylov.runtime.reduce`), so a solve called ali
 no message for the check.  Only when the hashes disagree do the ranks compare what they
 were given, to say what differs.
 """
+import functools
 import os
 import zlib
 
@@ -250,8 +251,14 @@ class SolveCall:
     def hash(self, size):
         """An integer small enough that ``p sum(h^2)`` and ``(sum h)^2`` over ``size``
         ranks are exact in double precision (the runtime compares them)."""
-        bits = max(1, min(16, int(26 - np.log2(size))))
-        return float(zlib.crc32(repr(self.values).encode()) & ((1 << bits) - 1))
+        return _call_hash(self.values, size)
+
+
+@functools.lru_cache(maxsize=256)
+def _call_hash(values, size):
+    # kept: a time step's solves repeat their arguments (a few us a solve)
+    bits = max(1, min(16, int(26 - np.log2(size))))
+    return float(zlib.crc32(repr(values).encode()) & ((1 << bits) - 1))
 
 
 def raise_different_calls(comm, method, call):

@@ -74,6 +74,7 @@ class Solver:
             raise ValueError(f"loop must be one of {', '.join(map(repr, LOOPS))}, got {loop!r}")
         name = _name(method)
         self.comm = comm = _solve_comm(method, A, comm)
+        self._comm_key = _handle(comm)
         with collective_check(comm, name):
             spec = method if isinstance(method, LoopSpec) else loop_spec(method, **options)
             self.latency = check_latency(latency)
@@ -249,8 +250,11 @@ class Solver:
         """
         if self._I0[L.RANKS] == 1:   # nothing to match across processes (see exclusive)
             return self._solve(b, x0, rtol, atol, maxiter, callback, monitor, divtol)
-        with exclusive(self.comm, self.method, self):
+        claim = _claim(self._comm_key, self.method, self)   # exclusive(self.comm, ...), cheaper
+        try:
             return self._solve(b, x0, rtol, atol, maxiter, callback, monitor, divtol)
+        finally:
+            _release(self._comm_key, *claim)
 
     def _solve(self, b, x0, rtol, atol, maxiter, callback, monitor, divtol=None):
         t0 = time.perf_counter()
@@ -335,8 +339,19 @@ def exclusive(comm, method, solver=None):
     if comm.Get_size() == 1:
         yield
         return
-    from mpi4py import MPI
-    key, me = MPI._handleof(comm), threading.get_ident()
+    key = _handle(comm)
+    claim = _claim(key, method, solver)
+    try:
+        yield
+    finally:
+        _release(key, *claim)
+
+
+def _claim(key, method, solver):
+    """:func:`exclusive`'s entry on the communicator whose handle is ``key``: ``(entry,
+    the solver it held)`` for :func:`_release`.  (A Solver's solve calls the two itself:
+    a generator's context costs a few microseconds a solve.)"""
+    me = threading.get_ident()
     with _BUSY_LOCK:
         entry = _BUSY.get(key)
         if entry is not None and entry["thread"] != me:
@@ -355,14 +370,15 @@ def exclusive(comm, method, solver=None):
         if solver is not None:
             solver.failures.clear()   # what the last solve left (this one's flag is set from them)
             entry["solver"] = solver
-    try:
-        yield
-    finally:
-        with _BUSY_LOCK:
-            entry["depth"] -= 1
-            entry["solver"] = outer
-            if entry["depth"] == 0:
-                del _BUSY[key]
+    return entry, outer
+
+
+def _release(key, entry, outer):
+    with _BUSY_LOCK:
+        entry["depth"] -= 1
+        entry["solver"] = outer
+        if entry["depth"] == 0:
+            del _BUSY[key]
 
 
 # ---------------------------------------------------------------- input helpers
