@@ -47,7 +47,7 @@ def gmres(W, x, b, S, I, F, hist, trace, A, P, R):
     V, Z, w, H, g, cs, sn, c, y, coef, out = W
     m = H.shape[1]
     preconditioned = I[PRECONDITIONED] != 0
-    passes = int(S[PASSES])
+    passes = max(1, int(S[PASSES]))   # (GMRESSpec.prepare sets it; none would skip Gram-Schmidt)
     iteration, resume = I[ITERATION], I[RESUME]
     j = int(S[J])
     event = NONE

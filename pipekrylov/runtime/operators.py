@@ -50,18 +50,19 @@ def compiled(operands):
 
 def apply_operator(A, x, y, R, slot, I, F):
     """y = A x, timed and counted."""
-    t0 = time.perf_counter()
-    _PYTHON[type(A)](A, x, y, R, slot, I, F)
-    F[SPMV_TIME] += time.perf_counter() - t0
-    I[SPMVS] += 1
+    _timed(_PYTHON[type(A)], A, x, y, R, slot, I, F, SPMV_TIME, SPMVS)
 
 
 def precondition(P, r, z, R, slot, I, F):
     """z = M^{-1} r, timed and counted."""
+    _timed(_PYTHON[type(P)], P, r, z, R, slot, I, F, PC_TIME, PCS)
+
+
+def _timed(apply, operands, x, y, R, slot, I, F, seconds, count):
     t0 = time.perf_counter()
-    _PYTHON[type(P)](P, r, z, R, slot, I, F)
-    F[PC_TIME] += time.perf_counter() - t0
-    I[PCS] += 1
+    apply(operands, x, y, R, slot, I, F)
+    F[seconds] += time.perf_counter() - t0
+    I[count] += 1
 
 
 def from_python(kind, operands, R, I, F):
@@ -79,18 +80,16 @@ def from_python(kind, operands, R, I, F):
     seconds, count = (SPMV_TIME, SPMVS) if kind == "A" else (PC_TIME, PCS)
 
     def apply(x, y):
-        if not (_plain(x) and _plain(y)):
+        if _plain(x) and _plain(y):
+            _timed(entry, operands, x, y, R, -1, I, F, seconds, count)
+        else:   # the dispatcher converts (or refuses) it
             python(operands, x, y, R, -1, I, F)
-            return
-        t0 = time.perf_counter()
-        entry(operands, x, y, R, -1, I, F)
-        F[seconds] += time.perf_counter() - t0
-        I[count] += 1
     return apply
 
 
 def _plain(v):
-    """A vector the entry point takes: a contiguous 1-D float64 array."""
+    """A vector a compiled entry point takes as it is: a contiguous 1-D float64 array.
+    (solvers.inputs.local_vector asks the same, and writable, without importing Numba.)"""
     return type(v) is np.ndarray and v.dtype == np.float64 and v.ndim == 1 and v.flags.c_contiguous
 
 
