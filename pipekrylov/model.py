@@ -159,7 +159,7 @@ METHODS = {
     "p(l)-cg": (1, None, ("hidden", None)),          # accesses 12 + 6 l: estimate
     "bicgstab": (2, 30, ("blocking", 3)),           # estimate
     "p-bicgstab": (2, 48, ("hidden", 2)),           # estimate
-    "gmres": (1, None, ("blocking", 2)),             # accesses 2 m + 6: estimate
+    "gmres": (1, None, ("blocking", 1)),             # DCGS2 (our default): accesses 2 m + 6, estimate
     "p(l)-gmres": (1, None, ("hidden", None)),       # accesses 2 m + 10 l: estimate
 }
 

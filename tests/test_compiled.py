@@ -26,7 +26,8 @@ def solver_for(name):
     if name.startswith("p("):
         return functools.partial(pk.plgmres if name.endswith("gmres") else pk.plcg, depth=int(name[2]))
     return {"classic-cg": pk.cg, "classic-cr": pk.cr, "classic-bicgstab": pk.bicgstab,
-            "classic-gmres": pk.gmres}.get(name) or pk.pipelined(name)
+            "classic-gmres": pk.gmres, "classic-gmres-cgs2": functools.partial(pk.gmres, orthogonalization="cgs2"),
+            }.get(name) or pk.pipelined(name)
 
 
 def both(name, A, b, **options):
@@ -74,12 +75,48 @@ def test_nonsymmetric_methods_match_the_python_loop(matrix, name, pc):
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("matrix", ["convection_diffusion2d", "hor_131"])
-@pytest.mark.parametrize("name", ["classic-gmres", "p(1)-gmres", "p(2)-gmres"])
+@pytest.mark.parametrize("name", ["classic-gmres", "classic-gmres-cgs2", "p(1)-gmres", "p(2)-gmres"])
 @pytest.mark.parametrize("pc", [None, "jacobi"])
 def test_the_gmres_family_matches_the_python_loop(matrix, name, pc):
-    """GMRES(30) and p(l)-GMRES(30), restarts included: the same bits either way."""
+    """GMRES(30) (DCGS2, its default, and CGS2) and p(l)-GMRES(30), restarts included:
+    the same bits either way."""
     A, _ = problem(COMM, matrix)
     assert_same(*both(name, A, rhs(A), rtol=1e-8, maxiter=200, restart=30, M=pc))
+
+
+def test_the_dots_in_vector_lanes_keep_the_scalar_order():
+    """kernels.lanes sums a dot's eight interleaved sums as one vector's lanes: the bits of
+    the eight scalar sums in order (each product rounded, then added), for every length
+    and alignment; so are the basis kernels built on them."""
+    from pipekrylov.kernels import dot
+    from pipekrylov.kernels.basis import project, project_two, subtract_combination, subtract_combinations
+
+    def scalar_dot(a, b):
+        sums = [0.0] * 8
+        for j in range(len(a) - len(a) % 8):
+            sums[j % 8] += float(a[j]) * float(b[j])
+        for j in range(len(a) - len(a) % 8, len(a)):
+            sums[0] += float(a[j]) * float(b[j])
+        return ((sums[0] + sums[1]) + (sums[2] + sums[3])) + ((sums[4] + sums[5]) + (sums[6] + sums[7]))
+
+    rng = np.random.default_rng(5)
+    for n in [0, 1, 7, 8, 9, 23, 64, 1001]:
+        for offset in (0, 1):   # a view starting one entry in: not aligned to the vector
+            a, b = rng.standard_normal(n + 1)[offset:offset + n], rng.standard_normal(n + 1)[offset:offset + n]
+            assert dot(a, b) == scalar_dot(a, b)
+            V = rng.standard_normal((5, n))
+            out, out_b = np.zeros(5), np.zeros(5)
+            project(V, 5, a, out)
+            assert list(out) == [scalar_dot(v, a) for v in V]
+            project_two(V, 5, a, b, out, out_b)
+            assert list(out) == [scalar_dot(v, a) for v in V] and list(out_b) == [scalar_dot(v, b) for v in V]
+            s, t = rng.standard_normal(5), rng.standard_normal(5)
+            u1, w1, u2, w2 = a.copy(), b.copy(), a.copy(), b.copy()
+            subtract_combination(V, s, 5, u1)
+            subtract_combination(V, t, 5, w1)
+            subtract_combinations(V, 5, s, u2, t, w2)
+            np.testing.assert_array_equal(u1, u2)
+            np.testing.assert_array_equal(w1, w2)
 
 
 @pytest.mark.mpi

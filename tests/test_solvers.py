@@ -124,26 +124,79 @@ def test_cr_equals_gmres_on_symmetric(comm):
 
 @pytest.mark.mpi
 def test_gmres_orthogonalizes_twice_or_once_with_the_norm_in_the_last_pass(comm):
-    """CGS2 (the default): two reductions per iteration, the second pass's carrying
-    ||w||; CGS: one pass, ||w|| in it or measured apart where the pass took most of w.
-    Both solve to the tolerance (against a dense solve) in the same iterations here."""
+    """DCGS2 (the default): one reduction a step, the second pass of the vector before
+    and the first of the new one together, and one more a cycle (its last column's second
+    pass); CGS2: two reductions per iteration, the second pass's carrying ||w||; CGS: one
+    pass, ||w|| in it or measured apart where the pass took most of w.  All solve to the
+    tolerance (against a dense solve) in the same iterations here."""
     D, A = problem(comm, "convection_diffusion2d")
     b = A @ np.linspace(1.0, 2.0, A.shape[0])
     exact = np.linalg.solve(A.toarray(), b)
-    results = {o: pk.gmres(D, D.scatter(b), rtol=1e-9, M="jacobi", orthogonalization=o) for o in ("cgs2", "cgs")}
+    results = {o: pk.gmres(D, D.scatter(b), rtol=1e-9, M="jacobi", restart=20, orthogonalization=o)
+               for o in ("dcgs2", "cgs2", "cgs")}
     for o, res in results.items():
         assert res.info == 0
         x = D.gather(res.x)
         assert rel(A @ x, b) <= 1e-9 and rel(x, exact) < 1e-6
         waits = [e.label for e in res.reductions.events if e.kind == "wait"]
+        if o == "dcgs2":
+            cycles = waits.count("||r||") - 1   # each cycle's end computes b - A x, then tested
+            assert cycles >= 2
+            # each step's one reduction, and each cycle's one more (its last step, or the
+            # step after its converged column)
+            assert waits.count("V^T [u, w]") + waits.count("V^T u") == res.iterations + cycles
+            assert waits.count("||u||") <= 2 and "V^T w" not in waits
+            continue
         passes = {"cgs2": 1, "cgs": 0}[o]
         assert waits.count("V^T w") == passes * res.iterations
         assert waits.count("V^T w, ||w||") == res.iterations
         apart = waits.count("||w||")
         assert apart <= 2 if o == "cgs2" else apart > 0, (o, apart)
     assert abs(results["cgs"].iterations - results["cgs2"].iterations) <= 2
+    assert abs(results["dcgs2"].iterations - results["cgs2"].iterations) <= 2
     with pytest.raises(ValueError, match="orthogonalization must be one of"):
         pk.gmres(D, D.scatter(b), orthogonalization="mgs")
+
+
+@pytest.mark.parametrize("restart", [20, 200])
+def test_gmres_delayed_applies_a_and_m_as_often_as_twice(restart):
+    """DCGS2 tests a column a step late, yet predicts from ||w|| which step ends the
+    cycle: one application of A and of M per iteration, and one of A per cycle (its
+    residual), as CGS2."""
+    A = load("orsirr_1").tocsr()
+    b = A @ np.ones(A.shape[0])
+    d = A.diagonal()
+    counts = {}
+    for o in ("dcgs2", "cgs2"):
+        applied = {"A": 0, "M": 0}
+
+        def matvec(v):
+            applied["A"] += 1
+            return A @ v
+
+        def precondition(v):
+            applied["M"] += 1
+            return v / d
+        res = pk.gmres(spla.LinearOperator(A.shape, matvec=matvec), b, rtol=1e-9, restart=restart,
+                       M=spla.LinearOperator(A.shape, matvec=precondition), orthogonalization=o)
+        assert res.info == 0 and rel(A @ res.x, b) <= 1e-9
+        cycles = -(-res.iterations // restart)
+        counts[o] = (applied["M"] - res.iterations, applied["A"] - res.iterations - cycles)
+    assert counts["dcgs2"] == counts["cgs2"], counts   # (the set-up tries each operator once too)
+
+
+@pytest.mark.parametrize("M", [None, "jacobi"])
+def test_gmres_twice_keeps_its_basis_orthogonal_where_once_does_not(M):
+    """Full GMRES on orsirr_1 (restart = n, so the basis grows to 1,030 vectors): with
+    Gram-Schmidt twice, delayed or not, the residual reaches ~1e-12 as a dense solve's
+    does; once, the basis loses orthogonality and GMRES stalls orders of magnitude above."""
+    A = load("orsirr_1").tocsr()
+    b = A @ np.ones(A.shape[0])
+    attained = {o: rel(A @ pk.gmres(A, b, rtol=1e-13, restart=A.shape[0], maxiter=1, M=M,
+                                     orthogonalization=o).x, b) for o in ("dcgs2", "cgs2", "cgs")}
+    dense = rel(A @ np.linalg.solve(A.toarray(), b), b)
+    assert attained["dcgs2"] < max(1e-11, 100 * dense) and attained["cgs2"] < max(1e-11, 100 * dense), attained
+    assert attained["cgs"] > 1e3 * attained["dcgs2"], attained
 
 
 def test_gmres_with_a_restart_longer_than_the_buffers_converges():

@@ -19,6 +19,7 @@ import threading
 import numpy as np
 
 from .compile import compile_source, jit
+from .lanes import lane_sums
 
 __all__ = ["fused_kernel", "FusedKernel", "dot"]
 
@@ -84,20 +85,10 @@ def dot(a, b):
     """The local dot product in eight interleaved sums, added in a fixed order: IEEE
     arithmetic, so its bits do not depend on where the code is compiled or inlined (a
     reassociated sum is vectorized, and rounded, as each caller's compilation decides;
-    BLAS's order depends on the CPU), and the eight independent sums fill a vector
-    register (a sum in index order waits for each addition: 1 ns an entry)."""
-    n = a.shape[0]
-    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
-    for q in range(n // 8):
-        j = 8 * q
-        s0 += a[j] * b[j]
-        s1 += a[j + 1] * b[j + 1]
-        s2 += a[j + 2] * b[j + 2]
-        s3 += a[j + 3] * b[j + 3]
-        s4 += a[j + 4] * b[j + 4]
-        s5 += a[j + 5] * b[j + 5]
-        s6 += a[j + 6] * b[j + 6]
-        s7 += a[j + 7] * b[j + 7]
+    BLAS's order depends on the CPU).  The eight sums are one vector register's lanes
+    (:mod:`pipekrylov.kernels.lanes`)."""
+    n = b.shape[0]
+    s0, s1, s2, s3, s4, s5, s6, s7 = lane_sums(a, b)
     for j in range(n - n % 8, n):
         s0 += a[j] * b[j]
     return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))

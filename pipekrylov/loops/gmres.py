@@ -1,8 +1,9 @@
-"""Classic restarted GMRES(m), right preconditioned, classical Gram-Schmidt run twice
-(CGS2, the default) or once (CGS, PETSc's default): one blocking reduction per pass,
-``V^T w``, with ``||w||`` in the last pass's (``||w - V c||^2 = ||w||^2 - ||c||^2``: V is
-orthonormal); where that pass took much of w (``||c||^2`` above a quarter of
-``||w||^2``, the subtraction would cancel) a third reduction measures ``||w||``.
+"""Classic restarted GMRES(m), right preconditioned, by classical Gram-Schmidt twice with
+the second pass put off to the next step (DCGS2, the default: one blocking reduction a
+step), twice in each step (CGS2: one reduction a pass) or once (CGS, PETSc's default).
+``||w||`` travels in the last pass's reduction (``||w - V c||^2 = ||w||^2 - ||c||^2``:
+V is orthonormal); where that pass took much of w (``||c||^2`` above a quarter of
+``||w||^2``, the subtraction would cancel) a reduction of its own measures it.
 
     beta = ||b - A x||                    (a cycle's first reduction; the solve's: (b, b) too)
     cycle: v_0 = r / beta, g = beta e_0
@@ -12,6 +13,14 @@ orthonormal); where that pass took much of w (``||c||^2`` above a quarter of
             v_(j+1) = w / h_(j+1)  (h_(j+1) ~ 0: the Krylov space is invariant, a "happy" breakdown)
         x += Z_k y,  R_k y = g_k  (R: H rotated, upper triangular)
 
+DCGS2 (:func:`_delayed_steps`; Swirydowicz, Langou, Ananthan, Yang and Thomas, "Low
+synchronization Gram-Schmidt and GMRES algorithms", 2020; Bielich et al., "Low-synch
+Gram-Schmidt with delayed reorthogonalization for Krylov solvers", 2022) applies A M to
+the vector its first pass left and makes one reduction a step for that vector's second
+pass and the next vector's first; Arnoldi's relation corrects the rest.  In exact
+arithmetic its basis and iterates are CGS2's (but where a cycle ends early:
+:func:`_delayed_steps`).
+
 The norm tested is the true residual's (right preconditioning), estimated by the
 rotations within a cycle; the cycle's last estimate is not recorded: the true residual
 after the update is, at the top of the next cycle.  The callback sees x after each cycle.
@@ -19,7 +28,8 @@ after the update is, at the top of the next cycle.  The callback sees x after ea
 import numpy as np
 
 from ..kernels import dot, fused_kernel
-from ..kernels.basis import add_combination, divide, project, subtract_combination
+from ..kernels.basis import (add_combination, divide, project, project_two, subtract_combination,
+                             subtract_combinations)
 from ..runtime.layout import (AFTER_TEST, ATOL, BEGIN, DONE, FLUSH, HIST, ITERATED, ITERATION, MAX_ITERATIONS,
                               MAXITER, NONE, PRECONDITIONED, RESUME, RNORM, STOP_AT_TEST, STOP_EVERY, TESTED, TOP,
                               TRACE)
@@ -36,17 +46,21 @@ residual = fused_kernel(["r = b - r"]).function
 INNER, RESIDUAL = 6, 7       # GMRES's own resume points: after an inner test; the cycle's new residual
 ZERO_COLUMN = 0              # the breakdown check: a zero column of the Hessenberg matrix
 ZERO = 1e-14                 # ... its rotated diagonal relative to its norm (Gram-Schmidt twice: rounding)
+ROUNDING = 1e-12             # ||w||^2 - ||e||^2 below this of ||w||^2 may be rounding's (DCGS2's prediction)
 PYTHAGORAS = 0.25            # ||w||^2 - ||c||^2 is h_(j+1)^2 to rounding while ||c||^2 is at most this of ||w||^2
-# the scalars kept in S: the cycle's step, its first residual norm, Gram-Schmidt's passes
-(J, BETA, PASSES, S_SIZE) = range(4)
-ORTHOGONALIZATIONS = {"cgs2": 2, "cgs": 1}   # classical Gram-Schmidt twice (the default), once
+# the scalars kept in S: the cycle's step, its first residual norm, Gram-Schmidt's passes,
+# whether the second pass is put off to the next step, whether DCGS2's next step ends the cycle
+(J, BETA, PASSES, DELAYED, ENDS, S_SIZE) = range(6)
+# classical Gram-Schmidt twice (the default), once, twice with the second pass delayed
+ORTHOGONALIZATIONS = {"cgs2": (2, False), "cgs": (1, False), "dcgs2": (2, True)}
 
 
 @loop
 def gmres(W, x, b, S, I, F, hist, trace, A, P, R):
-    V, Z, w, H, g, cs, sn, c, y, coef, out = W
+    V, Z, w, H, g, cs, sn, c, y, coef, out, u, Hu, Tt = W
     m = H.shape[1]
     preconditioned = I[PRECONDITIONED] != 0
+    delayed = S[DELAYED] != 0.0
     passes = max(1, int(S[PASSES]))   # (GMRESSpec.prepare sets it; none would skip Gram-Schmidt)
     iteration, resume = I[ITERATION], I[RESUME]
     j = int(S[J])
@@ -81,74 +95,24 @@ def gmres(W, x, b, S, I, F, hist, trace, A, P, R):
                 event = MAX_ITERATIONS
                 break
             divide(w, S[BETA], V[0])
+            if delayed:
+                divide(V[0], 1.0, u)   # u_0 = v_0, final as it is
+                S[ENDS] = 0.0
             for k in range(m + 1):
                 g[k] = 0.0
             g[0] = S[BETA]
             j = 0
             resume = INNER
         if resume == INNER:
-            # the cycle's steps, until its end
-            happy = False
-            while j < m and iteration < I[MAXITER]:
-                if preconditioned:
-                    precondition(P, V[j], Z[j], R, -1, I, F)
-                    apply_operator(A, Z[j], w, R, -1, I, F)
-                else:
-                    apply_operator(A, V[j], w, R, -1, I, F)
-                # Gram-Schmidt, ||w|| in the last pass's reduction (one reduction a pass)
-                before = removed = 0.0
-                for p in range(passes):
-                    last = p == passes - 1
-                    project(V, j + 1, w, R.send[0])
-                    if last:
-                        R.send[0, j + 1] = dot(w, w)
-                    event = allreduce(R, 0, j + 1 + last, 2 if last else 1, I, F, trace)
-                    if event != NONE:
-                        break
-                    for k in range(j + 1):
-                        c[k] = R.recv[0, k]
-                        H[k, j] = c[k] if p == 0 else H[k, j] + c[k]
-                    if last:
-                        before = R.recv[0, j + 1]
-                        for k in range(j + 1):
-                            removed += c[k] * c[k]
-                    subtract_combination(V, c, j + 1, w)
-                if event != NONE:
-                    break
-                if removed <= PYTHAGORAS * before:
-                    hnext = np.sqrt(before - removed)   # ||w - V c||, V orthonormal
-                else:   # the last pass took much of w (w nearly in span V): measure it
-                    R.send[0, 0] = dot(w, w)
-                    event = allreduce(R, 0, 1, 3, I, F, trace)
-                    if event != NONE:
-                        break
-                    hnext = np.sqrt(max(R.recv[0, 0], 0.0))
-                H[j + 1, j] = hnext
-                estimate = _rotate_column(H, g, cs, sn, j, ZERO)
-                if estimate < 0.0:   # A (or A M) singular on the Krylov space: keep the columns before's
-                    _back_substitute(H, g, j, y)   # least-squares update, the best x the cycle has
-                    add_combination(Z if preconditioned else V, y, j, x)
-                    event = breakdown(ZERO_COLUMN, 0.0, I, F)
-                    break
-                iteration += 1
-                j += 1
-                I[DONE] = iteration
-                happy = hnext <= 1e-14 * abs(H[j - 1, j - 1])
-                if not happy:
-                    divide(w, hnext, V[j])
-                if happy or j == m or iteration == I[MAXITER] or estimate <= F[ATOL]:
-                    break
-                F[RNORM] = estimate
-                if I[STOP_AT_TEST] != 0:   # the driver reports it (the inner tests only report)
-                    event = TESTED
-                    break
-                hist[I[HIST]] = estimate
-                I[HIST] += 1
+            if delayed:
+                event, j, iteration = _delayed_steps(W, x, S, I, F, hist, trace, A, P, R, j, iteration,
+                                                     preconditioned)
+            else:
+                event, j, iteration = _steps(W, x, I, F, hist, trace, A, P, R, j, iteration, preconditioned,
+                                             passes)
             if event != NONE:
                 break
-            # the cycle's end: x += Z_j y with R_j y = g_j
-            _back_substitute(H, g, j, y)
-            add_combination(Z if preconditioned else V, y, j, x)
+            _update(W, x, j, preconditioned, delayed)   # the cycle's end
             resume = RESIDUAL
             if I[STOP_EVERY] != 0:
                 event = ITERATED
@@ -157,6 +121,255 @@ def gmres(W, x, b, S, I, F, hist, trace, A, P, R):
     I[RESUME] = resume
     S[J] = j
     return event
+
+
+@loop
+def _steps(W, x, I, F, hist, trace, A, P, R, j, iteration, preconditioned, passes):
+    """A cycle's steps from step ``j`` by classical Gram-Schmidt in ``passes`` passes, one
+    reduction each, ``||w||`` in the last pass's.  Returns (event, the step to resume at
+    or the cycle's columns, iteration)."""
+    V, Z, w, H, g, cs, sn, c, y, coef, out, u, Hu, Tt = W
+    m = H.shape[1]
+    event = NONE
+    while j < m and iteration < I[MAXITER]:
+        if preconditioned:
+            precondition(P, V[j], Z[j], R, -1, I, F)
+            apply_operator(A, Z[j], w, R, -1, I, F)
+        else:
+            apply_operator(A, V[j], w, R, -1, I, F)
+        before = removed = 0.0
+        for p in range(passes):
+            last = p == passes - 1
+            project(V, j + 1, w, R.send[0])
+            if last:
+                R.send[0, j + 1] = dot(w, w)
+            event = allreduce(R, 0, j + 1 + last, 2 if last else 1, I, F, trace)
+            if event != NONE:
+                break
+            for k in range(j + 1):
+                c[k] = R.recv[0, k]
+                H[k, j] = c[k] if p == 0 else H[k, j] + c[k]
+                if last:
+                    removed += c[k] * c[k]
+            if last:
+                before = R.recv[0, j + 1]
+            subtract_combination(V, c, j + 1, w)
+        if event != NONE:
+            break
+        if removed <= PYTHAGORAS * before:
+            hnext = np.sqrt(before - removed)   # ||w - V c||, V orthonormal
+        else:   # the last pass took much of w (w nearly in span V): measure it
+            R.send[0, 0] = dot(w, w)
+            event = allreduce(R, 0, 1, 3, I, F, trace)
+            if event != NONE:
+                break
+            hnext = np.sqrt(max(R.recv[0, 0], 0.0))
+        H[j + 1, j] = hnext
+        estimate = _rotate_column(H, g, cs, sn, j, ZERO)
+        if estimate < 0.0:   # A (or A M) singular on the Krylov space: keep the columns before's
+            _update(W, x, j, preconditioned, False)   # least-squares update, the best x the cycle has
+            event = breakdown(ZERO_COLUMN, 0.0, I, F)
+            break
+        iteration += 1
+        j += 1
+        I[DONE] = iteration
+        happy = hnext <= 1e-14 * abs(H[j - 1, j - 1])
+        if not happy:
+            divide(w, hnext, V[j])
+        if happy or j == m or iteration == I[MAXITER] or estimate <= F[ATOL]:
+            break
+        event = _inner_test(estimate, hist, I, F)
+        if event != NONE:
+            break
+    return event, j, iteration
+
+
+@loop
+def _inner_test(estimate, hist, I, F):
+    """A test within a cycle: TESTED where the driver reports each (it only reports: the
+    cycle goes on), else recorded; NONE."""
+    F[RNORM] = estimate
+    if I[STOP_AT_TEST] != 0:
+        return TESTED
+    hist[I[HIST]] = estimate
+    I[HIST] += 1
+    return NONE
+
+
+@loop
+def _update(W, x, k, preconditioned, delayed):
+    """x += Z_k y (V_k y unpreconditioned) with R_k y = g_k: the least-squares update of the
+    cycle's first k columns.  DCGS2's Z holds M applied to U, not V (V = U T^-1): y is
+    mapped by T_k^-1 first."""
+    V, Z, w, H, g, cs, sn, c, y, coef, out, u, Hu, Tt = W
+    _back_substitute(H, g, k, y)
+    if preconditioned and delayed:
+        _solve_upper(Tt, k, y)
+    add_combination(Z if preconditioned else V, y, k, x)
+
+
+@loop
+def _delayed_steps(W, x, S, I, F, hist, trace, A, P, R, j, iteration, preconditioned):
+    """A cycle's steps from step ``j`` by classical Gram-Schmidt twice, the second pass put
+    off by one step (DCGS2): one reduction a step, ``V_j^T [u_j, w]``.
+
+    ``u_j`` is ``A M v_(j-1)`` after the first pass; step j applies ``A M`` to it
+    (``w``), and its one reduction gives the first pass of ``w`` and the second of
+    ``u_j``: ``s = V_j^T u_j``, ``||u_j||``, ``t = V_j^T w``, ``(u_j, w)``, ``||w||``.
+    Then ``h_j = ||u_j - V_j s||`` (Pythagoras, as above), column j-1 of H is final
+    (``c_(j-1) + s``, ``h_j``) and tested by its rotation, and ``v_j = (u_j - V_j s) / h_j``.
+    ``A M v_j = (w - V_(j+1) Hbar s) / h_j`` (Arnoldi's relation), so that its first pass
+    is ``u_(j+1) = (w - V_(j+1) e) / h_j`` with ``e = V_(j+1)^T w`` (``e_j = ((u_j, w) -
+    s.t) / h_j``) and ``c_j = (e - Hbar s) / h_j``.  M is applied to ``u_j`` (``Z[j]``),
+    not to ``v_j``: ``V = U T^-1`` (T upper triangular, its column j ``[s; h_j]``, kept by
+    rows in ``Tt``) maps the update.
+
+    A cycle's last step applies nothing: its reduction ends the last column.  Which step
+    is last: the restart's, the iteration limit's, or the one after a column whose
+    residual estimate, predicted with ``||u_(j+1)||^2 = (||w||^2 - ||e||^2) / h_j^2`` for
+    ``h_(j+1)`` (``s`` is at rounding level), passes the test or breaks down happily, or
+    where that difference may be rounding's (below :data:`ROUNDING` of ``||w||^2``:
+    ``h_(j+1)`` under 1e-6 of ``||A M v_j||``, w in the span of V to about single
+    precision, a happy breakdown or near one).  So a solve applies A and M as often as
+    CGS2's; where the final column fails the prediction, the cycle ends there and the
+    next begins from the true residual (there DCGS2's iterates part from CGS2's).
+
+    Returns (event, the step to resume at or the cycle's columns, iteration)."""
+    V, Z, w, H, g, cs, sn, e, y, coef, out, u, Hu, Tt = W
+    m = H.shape[1]
+    event = NONE
+    estimate = 0.0
+    while True:
+        final = j == m or (j > 0 and (iteration + 1 >= I[MAXITER] or S[ENDS] != 0.0))   # column j-1 the last
+        if not final:
+            if preconditioned:
+                precondition(P, u, Z[j], R, -1, I, F)
+                apply_operator(A, Z[j], w, R, -1, I, F)
+            else:
+                apply_operator(A, u, w, R, -1, I, F)
+            project_two(V, j, u, w, R.send[0, :j], R.send[0, j + 1:2 * j + 1])
+            R.send[0, 2 * j + 1] = dot(u, w)
+            R.send[0, 2 * j + 2] = dot(w, w)
+        else:
+            project(V, j, u, R.send[0])
+        R.send[0, j] = dot(u, u)
+        event = allreduce(R, 0, j + 1 if final else 2 * j + 3, 5 if final else 4, I, F, trace)
+        if event != NONE:
+            break
+        removed, alpha, beta, gamma = _received(R, Tt, e, j, final)
+        reorthogonalized = False
+        if j == 0:
+            h = 1.0   # u_0 = v_0
+        elif removed <= PYTHAGORAS * alpha:
+            h = np.sqrt(alpha - removed)
+        else:   # u_j nearly in span V_j: measure what the second pass leaves
+            subtract_combination(V, Tt[j], j, u)
+            R.send[0, 0] = dot(u, u)
+            event = allreduce(R, 0, 1, 6, I, F, trace)
+            if event != NONE:
+                break
+            h = np.sqrt(max(R.recv[0, 0], 0.0))
+            reorthogonalized = True
+        Tt[j, j] = h
+        if j > 0:   # column j-1 final
+            _end_column(H, Hu, Tt, j)
+            estimate = _rotate_column(H, g, cs, sn, j - 1, ZERO)
+            if estimate < 0.0:   # as in _steps: the columns before's least-squares update
+                _update(W, x, j - 1, preconditioned, True)
+                event = breakdown(ZERO_COLUMN, 0.0, I, F)
+                break
+            iteration += 1
+            I[DONE] = iteration
+            happy = h <= 1e-14 * abs(H[j - 1, j - 1])
+            if final or happy or estimate <= F[ATOL]:
+                break
+        # v_j, and the first pass of A M v_j: u_(j+1) and column j of H (its first part)
+        kept = _first_pass(V, u, w, H, Hu, Tt, e, j, h, beta, gamma, reorthogonalized)
+        S[ENDS] = 1.0 if kept <= ROUNDING * gamma else _ends_cycle(H, g, cs, sn, j, np.sqrt(kept) / h, F[ATOL])
+        j += 1
+        if j > 1:
+            event = _inner_test(estimate, hist, I, F)
+            if event != NONE:
+                break
+    return event, j, iteration
+
+
+@loop
+def _received(R, Tt, e, j, final):
+    """Step j's reduction: ``s`` into ``Tt[j, :j]``, ``t`` into ``e[:j]``; (``||s||^2``,
+    ``||u_j||^2``, ``(u_j, w)``, ``||w||^2``), the last two 0 at a cycle's last step."""
+    removed = 0.0
+    for k in range(j):
+        Tt[j, k] = R.recv[0, k]
+        removed += Tt[j, k] * Tt[j, k]
+        if not final:
+            e[k] = R.recv[0, j + 1 + k]
+    if final:
+        return removed, R.recv[0, j], 0.0, 0.0
+    return removed, R.recv[0, j], R.recv[0, 2 * j + 1], R.recv[0, 2 * j + 2]
+
+
+@loop
+def _end_column(H, Hu, Tt, j):
+    """Column j-1 of H final: ``c_(j-1) + s`` and ``h_j`` (in T's column j) below it; its
+    copy before the rotations in ``Hu``."""
+    for k in range(j):
+        H[k, j - 1] += Tt[j, k]
+    H[j, j - 1] = Tt[j, j]
+    for k in range(j + 1):
+        Hu[k, j - 1] = H[k, j - 1]
+
+
+@loop
+def _first_pass(V, u, w, H, Hu, Tt, e, j, h, beta, gamma, reorthogonalized):
+    """``v_j = (u_j - V_j s) / h`` (s subtracted already where ``reorthogonalized``),
+    ``e = V_(j+1)^T w``, ``u_(j+1) = (w - V_(j+1) e) / h`` and column j of H's first part
+    ``(e - Hbar s) / h``; returns ``||w||^2 - ||e||^2`` (``h^2 ||u_(j+1)||^2``).  (Its own
+    function so that it runs compiled when the loop runs interpreted.)"""
+    if reorthogonalized:
+        subtract_combination(V, e, j, w)
+    else:
+        subtract_combinations(V, j, Tt[j], u, e, w)
+    divide(u, h, V[j])
+    st = 0.0
+    for k in range(j):
+        st += Tt[j, k] * e[k]
+    e[j] = (beta - st) / h
+    ej, vj = e[j], V[j]
+    for i in range(w.shape[0]):
+        w[i] -= ej * vj[i]
+    divide(w, h, u)
+    kept = gamma
+    for k in range(j + 1):
+        kept -= e[k] * e[k]
+        d = 0.0   # (Hbar s)_k: Hbar's row k is zero left of column k-1
+        for q in range(max(0, k - 1), j):
+            d += Hu[k, q] * Tt[j, q]
+        H[k, j] = (e[k] - d) / h
+    return kept
+
+
+@loop
+def _ends_cycle(H, g, cs, sn, j, hnext, atol):
+    """1.0 where column j of H (rotated by the rotations before, not stored) with
+    ``hnext`` below it would pass the residual test or break down happily, else 0.0."""
+    a = H[0, j]
+    for i in range(j):   # rotation i mixes entries i and i + 1: carry the second
+        a = -sn[i] * a + cs[i] * H[i + 1, j]
+    denom = np.hypot(a, hnext)
+    if denom == 0.0:
+        return 1.0
+    return 1.0 if hnext <= 1e-14 * denom or abs(hnext / denom * g[j]) <= atol else 0.0
+
+
+@loop
+def _solve_upper(Tt, k, y):
+    """y = T_k^-1 y (T upper triangular, its column i in ``Tt[i, :i + 1]``)."""
+    for i in range(k - 1, -1, -1):
+        acc = y[i]
+        for q in range(i + 1, k):
+            acc -= Tt[q, i] * y[q]
+        y[i] = acc / Tt[i, i]
 
 
 @loop
@@ -203,11 +416,11 @@ class GMRESSpec(LoopSpec):
     def __init__(self, restart, orthogonalization):
         self.restart, self.orthogonalization = restart, orthogonalization
         from ..solvers.solver import BUFFERED
+        passes, self.delayed = ORTHOGONALIZATIONS[orthogonalization]
         # a cycle's reductions must fit the trace's buffer (passes + 1 an iteration at most)
-        most = ORTHOGONALIZATIONS[orthogonalization] + 1
-        super().__init__("gmres", gmres, ["||r||", "V^T w", "V^T w, ||w||", "||w||"], self._workspace, S_SIZE,
-                         _breakdown, width=restart + 2, norms=restart + 1,
-                         reductions=most * (1 + restart // BUFFERED))
+        super().__init__("gmres", gmres, ["||r||", "V^T w", "V^T w, ||w||", "||w||", "V^T [u, w]", "V^T u", "||u||"],
+                         self._workspace, S_SIZE, _breakdown, width=2 * restart + 3 if self.delayed else restart + 2,
+                         norms=restart + 1, reductions=(passes + 1) * (1 + restart // BUFFERED))
 
     @property
     def key(self):
@@ -222,10 +435,13 @@ class GMRESSpec(LoopSpec):
         m = self.restart
         return (np.zeros((m + 1, n)), np.zeros((m, n) if preconditioned else (1, 1)), np.zeros(n),
                 np.zeros((m + 1, m)), np.zeros(m + 1), np.zeros(m), np.zeros(m), np.zeros(m + 1), np.zeros(m),
-                np.zeros(1), np.zeros(1))
+                np.zeros(1), np.zeros(1),
+                # DCGS2's: u, the Hessenberg matrix unrotated, T by rows
+                np.zeros(n if self.delayed else 1), np.zeros((m + 1, m) if self.delayed else (1, 1)),
+                np.zeros((m + 1, m + 1) if self.delayed else (1, 1)))
 
     def prepare(self, solver):
-        solver.S[PASSES] = ORTHOGONALIZATIONS[self.orthogonalization]
+        solver.S[PASSES], solver.S[DELAYED] = ORTHOGONALIZATIONS[self.orthogonalization]
 
     def after_test(self, solver, passed):
         """A cycle's first test decides; an inner one only reports (the cycle goes on)."""
@@ -234,9 +450,10 @@ class GMRESSpec(LoopSpec):
         return None if passed else AFTER_TEST
 
 
-def gmres_spec(restart=30, orthogonalization="cgs2"):
-    """The loop of GMRES(``restart``), orthogonalizing by classical Gram-Schmidt twice
-    (``"cgs2"``) or once (``"cgs"``, PETSc's default)."""
+def gmres_spec(restart=30, orthogonalization="dcgs2"):
+    """The loop of GMRES(``restart``), orthogonalizing by classical Gram-Schmidt twice,
+    the second pass a step late (``"dcgs2"``), twice in each step (``"cgs2"``) or once
+    (``"cgs"``, PETSc's default)."""
     if int(restart) < 1:
         raise ValueError(f"restart must be positive, got {restart}")
     if orthogonalization not in ORTHOGONALIZATIONS:

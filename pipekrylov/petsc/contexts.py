@@ -204,11 +204,11 @@ class Classic(Context):
     """A classic method (pipekrylov.cg, ...) as a KSP."""
 
     kind = "classic"
-    orthogonalization = "cgs2"
+    orthogonalization = "dcgs2"
 
     def refuse(self, options, prefix):
         if self.method == "gmres":
-            self.orthogonalization = gmres_orthogonalization(options, prefix, ("cgs2", "cgs"))
+            self.orthogonalization = gmres_orthogonalization(options, prefix, ("cgs2", "cgs"), "dcgs2")
 
     def method_spec(self):
         if self.method == "gmres":
@@ -218,8 +218,7 @@ class Classic(Context):
     def describe(self):
         if self.method != "gmres":
             return []
-        return [f"restart: {self.restart}, classical Gram-Schmidt "
-                f"{'twice (refine_always)' if self.orthogonalization == 'cgs2' else 'once (refine_never)'}"]
+        return [f"restart: {self.restart}, classical Gram-Schmidt {GRAM_SCHMIDT[self.orthogonalization]}"]
 
 
 class Derived(Context):
@@ -267,7 +266,7 @@ class Deep(Context):
 
     def refuse(self, options, prefix):
         if self.method == "gmres":
-            gmres_orthogonalization(options, prefix, ("cgs2",))
+            gmres_orthogonalization(options, prefix, ("cgs2",), "cgs2")
 
     def method_spec(self):
         if self.method == "gmres":
@@ -288,21 +287,25 @@ class Deep(Context):
 
 
 REFINEMENTS = {"refine_always": "cgs2", "refine_never": "cgs"}   # PETSc's -ksp_gmres_cgs_refinement_type
+GRAM_SCHMIDT = {"cgs2": "twice (refine_always)", "cgs": "once (refine_never)",
+                "dcgs2": "twice, the second pass a step late (DCGS2: one reduction a step)"}
 
 
-def gmres_orthogonalization(options, prefix, allowed):
-    """The orthogonalization PETSc's options ask of a GMRES (``"cgs2"``: classical
-    Gram-Schmidt twice, refine_always, unless they say otherwise); one not ``allowed``
-    (modified Gram-Schmidt, refine_ifneeded, ...) is refused."""
-    refinement = options.getString("ksp_gmres_cgs_refinement_type", "refine_always").lower()
+def gmres_orthogonalization(options, prefix, allowed, default):
+    """The orthogonalization PETSc's options ask of a GMRES: ``default`` where they name
+    none, else refine_always's ``"cgs2"`` (classical Gram-Schmidt twice in each step) or
+    refine_never's ``"cgs"`` (once); one not ``allowed`` (modified Gram-Schmidt,
+    refine_ifneeded, ...) is refused."""
+    given = options.hasName("ksp_gmres_cgs_refinement_type")
+    refinement = (options.getString("ksp_gmres_cgs_refinement_type", "") or "").lower() if given else ""
     asked = [f"-{prefix}ksp_gmres_modifiedgramschmidt"] if options.hasName("ksp_gmres_modifiedgramschmidt") else []
-    if REFINEMENTS.get(refinement) not in allowed:
-        asked.append(f"-{prefix}ksp_gmres_cgs_refinement_type {refinement}")
+    if given and REFINEMENTS.get(refinement) not in allowed:
+        asked.append(f"-{prefix}ksp_gmres_cgs_refinement_type {refinement}".rstrip())
     if asked:
         can = " or ".join(k for k, v in REFINEMENTS.items() if v in allowed)
         raise ValueError(f"this GMRES orthogonalizes by classical Gram-Schmidt ({can}); "
                          f"{' and '.join(asked)} cannot be honoured")
-    return REFINEMENTS[refinement]
+    return REFINEMENTS[refinement] if refinement else default
 
 
 class CG(Classic):

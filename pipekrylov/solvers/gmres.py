@@ -13,7 +13,7 @@ CALLBACK_TYPES = ("x", "pr_norm", "legacy")
 
 def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=30, maxiter=None, M=None,
           callback=None, callback_type=None, comm=None, monitor=False, latency=0.0, loop="auto",
-          orthogonalization="cgs2"):
+          orthogonalization="dcgs2"):
     """Solve ``A x = b`` by restarted GMRES(``restart``).  Collective.
 
     Arguments and return value as :func:`pipekrylov.cg`, except (scipy's conventions):
@@ -33,13 +33,17 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=30, maxiter=None, M=Non
     Right preconditioning, so the norm tested, and given to a ``"pr_norm"`` callback, is
     the true residual's ``||b - A x||`` (estimated by the Givens rotations within a
     cycle); scipy's GMRES, left preconditioned, gives ``||M (b - A x)|| / ||b||``.
-    orthogonalization : "cgs2" or "cgs"
-        Classical Gram-Schmidt run twice (CGS2, the default: the basis stays orthogonal
-        to rounding) or once (CGS, PETSc's default, half the vector work: the basis
-        loses orthogonality as the Krylov space nears an invariant one).  One blocking
-        reduction per pass, ``||w||`` in the last pass's; where that pass removed more
-        than a quarter of ``||w||^2`` (CGS does, more often than not), ``||w||`` takes a
-        reduction of its own.
+    orthogonalization : "dcgs2", "cgs2" or "cgs"
+        Classical Gram-Schmidt twice, its second pass put off to the next step (DCGS2,
+        the default: one blocking reduction a step, the basis orthogonal to rounding as
+        CGS2's); twice in each step (CGS2: two reductions a step); or once (CGS, PETSc's
+        default: one reduction a step, half DCGS2's vector work, and the basis loses
+        orthogonality as the Krylov space nears an invariant one).  ``||w||`` travels in
+        the last pass's reduction; where that pass removed more than a quarter of
+        ``||w||^2`` (CGS does, more often than not), it takes a reduction of its own.
+        DCGS2 tests each step's residual estimate a step late, after the next
+        application of A and M, predicting from ``||w||`` which step ends a cycle: a
+        solve applies A and M as often as with CGS2.
     """
     return scipy_gmres("gmres", A, b, x0, restart=restart, maxiter=maxiter, callback=callback,
                        callback_type=callback_type, monitor=monitor, rtol=rtol, atol=atol, M=M, comm=comm,
