@@ -46,10 +46,7 @@ def solve_record(args, comm):
         # b = A * ones, so the error is measurable and every method has the same target
         b = A.matvec(np.ones(A.partition.nlocal))
         solver = make_solver(args.method, args.depth)
-        has_loops = args.method not in ("gmres", "p-gmres")
-        loop = {"loop": args.loop} if has_loops else {}
-        if args.loop == "compiled" and not has_loops:
-            raise ValueError(f"--loop {args.loop}: gmres and p-gmres have no compiled loop")
+        loop = {"loop": args.loop}
         solver(A, b, rtol=0.0, maxiter=2, M=args.pc, **loop)
     res = solver(A, b, rtol=args.rtol, atol=args.atol, maxiter=args.maxiter, M=args.pc,
                  monitor=args.monitor, latency=args.latency, **loop)
@@ -246,7 +243,7 @@ def main(argv=None):
     option("--latency", type=float, default=0.0, help="injected reduction latency, seconds")
     option("--monitor", action="store_true", help="PETSc-style residual monitor")
     option("--loop", default="auto", choices=["auto", "compiled", "python"],
-           help="auto (compiled where it applies), compiled, or python (the only loop of gmres and p-gmres)")
+           help="auto (compiled where the operators allow), compiled, or python (the same loop interpreted)")
     option("--expect-ranks", type=int, help="fail unless run on this many ranks")
     solve = sub.add_parser("solve", parents=[solve_options],
                            help="solve one problem (run it under mpiexec)")

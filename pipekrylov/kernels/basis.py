@@ -14,7 +14,7 @@ import numba
 
 from .compile import NO_REFCOUNT, jit
 from .fused import dot
-from .lanes import lane_sums_grid, lane_sums_pair
+from .lanes import lane_sums_grid, lane_sums_pair, lanes_total
 
 __all__ = ["next_column", "combine", "project", "project_two", "subtract_combination", "subtract_combinations",
            "add_combination", "divide"]
@@ -36,7 +36,7 @@ def next_column(u, ui, um, z, zi, zm, v, vp, Y, rows, d, g, e, out):
     total = m + 3
     k = 0
     while k + 2 <= total:
-        _dot_pair(_column_partner(k, v, vp, z, Y, rows), _column_partner(k + 1, v, vp, z, Y, rows), u, out, k)
+        out[k], out[k + 1] = _dots(_column_partner(k, v, vp, z, Y, rows), _column_partner(k + 1, v, vp, z, Y, rows), u)
         k += 2
     if k < total:
         out[k] = dot(_column_partner(k, v, vp, z, Y, rows), u)
@@ -72,7 +72,7 @@ def project(basis, rows, w, out):
     """``out[k] = (basis[k], w)`` for the first ``rows`` rows, two rows per pass."""
     k = 0
     while k + 2 <= rows:
-        _dot_pair(basis[k], basis[k + 1], w, out, k)
+        out[k], out[k + 1] = _dots(basis[k], basis[k + 1], w)
         k += 2
     if k < rows:
         out[k] = dot(basis[k], w)
@@ -94,19 +94,13 @@ def project_two(basis, rows, u, w, out_u, out_w):
             q0 += a[j] * w[j]
             r0 += c[j] * u[j]
             t0 += c[j] * w[j]
-        out_u[k] = ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))
-        out_w[k] = ((q0 + q1) + (q2 + q3)) + ((q4 + q5) + (q6 + q7))
-        out_u[k + 1] = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        out_w[k + 1] = ((t0 + t1) + (t2 + t3)) + ((t4 + t5) + (t6 + t7))
+        out_u[k] = lanes_total(p0, p1, p2, p3, p4, p5, p6, p7)
+        out_w[k] = lanes_total(q0, q1, q2, q3, q4, q5, q6, q7)
+        out_u[k + 1] = lanes_total(r0, r1, r2, r3, r4, r5, r6, r7)
+        out_w[k + 1] = lanes_total(t0, t1, t2, t3, t4, t5, t6, t7)
         k += 2
     if k < rows:
         out_u[k], out_w[k] = _dots(u, w, basis[k])
-
-
-@numba.njit(cache=True, nogil=True, **NO_REFCOUNT)
-def _dot_pair(a, c, b, out, k):
-    """``out[k], out[k + 1] = dot(a, b), dot(c, b)``, bit for bit, reading b once."""
-    out[k], out[k + 1] = _dots(a, c, b)
 
 
 @numba.njit(cache=True, nogil=True, inline="always", **NO_REFCOUNT)
@@ -117,8 +111,7 @@ def _dots(a, c, b):
     for j in range(n - n % 8, n):
         s0 += a[j] * b[j]
         t0 += c[j] * b[j]
-    return (((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)),
-            ((t0 + t1) + (t2 + t3)) + ((t4 + t5) + (t6 + t7)))
+    return lanes_total(s0, s1, s2, s3, s4, s5, s6, s7), lanes_total(t0, t1, t2, t3, t4, t5, t6, t7)
 
 
 @numba.njit(cache=True, nogil=True, **NO_REFCOUNT)

@@ -19,7 +19,7 @@ import threading
 import numpy as np
 
 from .compile import compile_source, jit
-from .lanes import lane_sums
+from .lanes import lane_sums, lanes_total
 
 __all__ = ["fused_kernel", "FusedKernel", "dot"]
 
@@ -91,7 +91,7 @@ def dot(a, b):
     s0, s1, s2, s3, s4, s5, s6, s7 = lane_sums(a, b)
     for j in range(n - n % 8, n):
         s0 += a[j] * b[j]
-    return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+    return lanes_total(s0, s1, s2, s3, s4, s5, s6, s7)
 
 
 def _parse(statements, scalars):

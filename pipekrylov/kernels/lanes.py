@@ -13,17 +13,25 @@ up (Intel Xeon, AVX-512; a CPU with narrower vectors splits the eight lanes).
 :func:`lane_sums` gives the eight sums of ``a . b`` over the whole blocks of eight,
 :func:`lane_sums_pair` those of ``a . b`` and ``c . b`` reading b once,
 :func:`lane_sums_grid` those of four products of two rows and two vectors, each read
-once; the caller adds the tail and the lanes.  The arrays must be C-contiguous float64
-vectors; the last one's length decides the blocks (the others at least as long).
+once; the caller adds the tail, then :func:`lanes_total` adds the lanes.  The arrays must
+be C-contiguous float64 vectors; the last one's length decides the blocks (the others at
+least as long).
 """
+import numba
 from llvmlite import ir
 from numba import types
 from numba.core import errors
 from numba.extending import intrinsic
 
-__all__ = ["LANES", "lane_sums", "lane_sums_pair", "lane_sums_grid"]
+__all__ = ["LANES", "lane_sums", "lane_sums_pair", "lane_sums_grid", "lanes_total"]
 
 LANES = 8
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def lanes_total(s0, s1, s2, s3, s4, s5, s6, s7):
+    """The dot product from its eight sums, added in the one fixed order."""
+    return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
 
 
 @intrinsic

@@ -39,7 +39,7 @@ from ..runtime.steps import breakdown, residual_test, tolerance
 from ..solvers.result import Breakdown
 from . import LoopSpec, loop
 
-__all__ = ["gmres_spec", "gmres"]
+__all__ = ["gmres_spec", "LOOPS"]
 
 residual = fused_kernel(["r = b - r"]).function
 
@@ -48,79 +48,87 @@ ZERO_COLUMN = 0              # the breakdown check: a zero column of the Hessenb
 ZERO = 1e-14                 # ... its rotated diagonal relative to its norm (Gram-Schmidt twice: rounding)
 ROUNDING = 1e-12             # ||w||^2 - ||e||^2 below this of ||w||^2 may be rounding's (DCGS2's prediction)
 PYTHAGORAS = 0.25            # ||w||^2 - ||c||^2 is h_(j+1)^2 to rounding while ||c||^2 is at most this of ||w||^2
-# the scalars kept in S: the cycle's step, its first residual norm, Gram-Schmidt's passes,
-# whether the second pass is put off to the next step, whether DCGS2's next step ends the cycle
-(J, BETA, PASSES, DELAYED, ENDS, S_SIZE) = range(6)
-# classical Gram-Schmidt twice (the default), once, twice with the second pass delayed
-ORTHOGONALIZATIONS = {"cgs2": (2, False), "cgs": (1, False), "dcgs2": (2, True)}
+# the scalars kept in S: the cycle's step, its first residual norm, whether DCGS2's next
+# step ends the cycle
+(J, BETA, ENDS, S_SIZE) = range(4)
+# Gram-Schmidt's passes, and whether the second is put off to the next step
+ORTHOGONALIZATIONS = {"dcgs2": (2, True), "cgs2": (2, False), "cgs": (1, False)}
 
 
-@loop
-def gmres(W, x, b, S, I, F, hist, trace, A, P, R):
-    V, Z, w, H, g, cs, sn, c, y, coef, out, u, Hu, Tt = W
-    m = H.shape[1]
-    preconditioned = I[PRECONDITIONED] != 0
-    delayed = S[DELAYED] != 0.0
-    passes = max(1, int(S[PASSES]))   # (GMRESSpec.prepare sets it; none would skip Gram-Schmidt)
-    iteration, resume = I[ITERATION], I[RESUME]
-    j = int(S[J])
-    event = NONE
-    while True:
-        if resume == BEGIN or resume == RESIDUAL:
-            first = resume == BEGIN
-            apply_operator(A, x, w, R, -1, I, F)
-            residual(b=b, r=w, coef=coef, out=out)      # r = b - A x, in w
-            R.send[0, 0] = dot(w, w)
-            if first:
-                R.send[0, 1] = dot(b, b)
-            event = allreduce(R, 0, 2 if first else 1, 0, I, F, trace)
-            if event != NONE:
-                break
-            if first:
-                event = tolerance(R.recv[0, 1], I, F)
+def _gmres_loop(passes, delayed):
+    """The loop of GMRES orthogonalizing in ``passes`` passes, the second ``delayed`` or
+    not: one function, its orthogonalization a constant of each compiled instance, so
+    that Numba compiles only the steps a solve asks for (with DCGS2's and CGS's steps in
+    one loop, GMRES's first compile took 25 s, not 15)."""
+
+    @loop
+    def gmres(W, x, b, S, I, F, hist, trace, A, P, R):
+        V, Z, w, H, g, cs, sn, c, y, coef, out, u, Hu, Tt = W
+        m = H.shape[1]
+        preconditioned = I[PRECONDITIONED] != 0
+        iteration, resume = I[ITERATION], I[RESUME]
+        j = int(S[J])
+        event = NONE
+        while True:
+            if resume == BEGIN or resume == RESIDUAL:
+                first = resume == BEGIN
+                apply_operator(A, x, w, R, -1, I, F)
+                residual(b=b, r=w, coef=coef, out=out)      # r = b - A x, in w
+                R.send[0, 0] = dot(w, w)
+                if first:
+                    R.send[0, 1] = dot(b, b)
+                event = allreduce(R, 0, 2 if first else 1, 0, I, F, trace)
                 if event != NONE:
                     break
-            S[BETA] = np.sqrt(max(R.recv[0, 0], 0.0))
-            resume = TOP
-        if resume == TOP:
-            if I[HIST] + m + 1 > hist.shape[0] or I[TRACE] + (passes + 1) * m + 2 > trace.shape[0]:
-                event = FLUSH
-                break
-            resume = AFTER_TEST
-            event = residual_test(S[BETA], hist, I, F)
-            if event != NONE:
-                break
-        if resume == AFTER_TEST:
-            if iteration >= I[MAXITER]:
-                event = MAX_ITERATIONS
-                break
-            divide(w, S[BETA], V[0])
-            if delayed:
-                divide(V[0], 1.0, u)   # u_0 = v_0, final as it is
-                S[ENDS] = 0.0
-            for k in range(m + 1):
-                g[k] = 0.0
-            g[0] = S[BETA]
-            j = 0
-            resume = INNER
-        if resume == INNER:
-            if delayed:
-                event, j, iteration = _delayed_steps(W, x, S, I, F, hist, trace, A, P, R, j, iteration,
-                                                     preconditioned)
-            else:
-                event, j, iteration = _steps(W, x, I, F, hist, trace, A, P, R, j, iteration, preconditioned,
-                                             passes)
-            if event != NONE:
-                break
-            _update(W, x, j, preconditioned, delayed)   # the cycle's end
-            resume = RESIDUAL
-            if I[STOP_EVERY] != 0:
-                event = ITERATED
-                break
-    I[ITERATION] = iteration
-    I[RESUME] = resume
-    S[J] = j
-    return event
+                if first:
+                    event = tolerance(R.recv[0, 1], I, F)
+                    if event != NONE:
+                        break
+                S[BETA] = np.sqrt(max(R.recv[0, 0], 0.0))
+                resume = TOP
+            if resume == TOP:
+                if I[HIST] + m + 1 > hist.shape[0] or I[TRACE] + (passes + 1) * m + 2 > trace.shape[0]:
+                    event = FLUSH
+                    break
+                resume = AFTER_TEST
+                event = residual_test(S[BETA], hist, I, F)
+                if event != NONE:
+                    break
+            if resume == AFTER_TEST:
+                if iteration >= I[MAXITER]:
+                    event = MAX_ITERATIONS
+                    break
+                divide(w, S[BETA], V[0])
+                if delayed:
+                    divide(V[0], 1.0, u)   # u_0 = v_0, final as it is
+                    S[ENDS] = 0.0
+                for k in range(m + 1):
+                    g[k] = 0.0
+                g[0] = S[BETA]
+                j = 0
+                resume = INNER
+            if resume == INNER:
+                if delayed:
+                    event, j, iteration = _delayed_steps(W, x, S, I, F, hist, trace, A, P, R, j, iteration,
+                                                         preconditioned)
+                else:
+                    event, j, iteration = _steps(W, x, I, F, hist, trace, A, P, R, j, iteration, preconditioned,
+                                                 passes)
+                if event != NONE:
+                    break
+                _update(W, x, j, preconditioned, delayed)   # the cycle's end
+                resume = RESIDUAL
+                if I[STOP_EVERY] != 0:
+                    event = ITERATED
+                    break
+        I[ITERATION] = iteration
+        I[RESUME] = resume
+        S[J] = j
+        return event
+    return gmres
+
+
+LOOPS = {name: _gmres_loop(*ways) for name, ways in ORTHOGONALIZATIONS.items()}
 
 
 @loop
@@ -418,7 +426,7 @@ class GMRESSpec(LoopSpec):
         from ..solvers.solver import BUFFERED
         passes, self.delayed = ORTHOGONALIZATIONS[orthogonalization]
         # a cycle's reductions must fit the trace's buffer (passes + 1 an iteration at most)
-        super().__init__("gmres", gmres, ["||r||", "V^T w", "V^T w, ||w||", "||w||", "V^T [u, w]", "V^T u", "||u||"],
+        super().__init__("gmres", LOOPS[orthogonalization], ["||r||", "V^T w", "V^T w, ||w||", "||w||", "V^T [u, w]", "V^T u", "||u||"],
                          self._workspace, S_SIZE, _breakdown, width=2 * restart + 3 if self.delayed else restart + 2,
                          norms=restart + 1, reductions=(passes + 1) * (1 + restart // BUFFERED))
 
@@ -439,9 +447,6 @@ class GMRESSpec(LoopSpec):
                 # DCGS2's: u, the Hessenberg matrix unrotated, T by rows
                 np.zeros(n if self.delayed else 1), np.zeros((m + 1, m) if self.delayed else (1, 1)),
                 np.zeros((m + 1, m + 1) if self.delayed else (1, 1)))
-
-    def prepare(self, solver):
-        solver.S[PASSES], solver.S[DELAYED] = ORTHOGONALIZATIONS[self.orthogonalization]
 
     def after_test(self, solver, passed):
         """A cycle's first test decides; an inner one only reports (the cycle goes on)."""

@@ -6,6 +6,7 @@ import sys
 
 from petsc4py import PETSc
 
+from ..solvers.result import REASONS
 from .binding import Binding
 
 __all__ = ["Context", "Classic", "Derived", "Deep", "CG", "CR", "BiCGStab", "GMRES", "PipeCG", "PipeCR",
@@ -80,7 +81,7 @@ class Context:
     def __init__(self):
         self.latency = 0.0
         self.restart = 30
-        self.live_monitor = False
+        self.live_monitor = self.stateful_monitor = False
         self.loop = "auto"
         self.binding = self.solver_ = None
         self.last_result = None
@@ -92,6 +93,9 @@ class Context:
         self.restart = options.getInt("ksp_gmres_restart", options.getInt("ksp_pipekrylov_restart", self.restart))
         self.live_monitor = options.getBool("ksp_pipekrylov_live_monitor", self.live_monitor)
         self.loop = options.getString("ksp_pipekrylov_loop", self.loop)
+        # PETSc's KSPSetFromOptions sets the options' monitors (after this): those that
+        # read the iterate make the solves call their monitors live
+        self.stateful_monitor = _stateful_monitor(ksp)
         self.options(options)
         self.binding = self.solver_ = None   # options may change the PC and the method: set up again
 
@@ -149,16 +153,15 @@ class Context:
                       latency=self.latency, **options)
 
     def solve(self, ksp, b, x):
-        from ..solvers.result import REASONS
         if self.binding is None or not self.binding.matches(ksp):
             self.setUp(ksp)
         rtol, atol, divtol, max_it = ksp.getTolerances()
-        x0 = x.getArray(readonly=True).copy() if ksp.getInitialGuessNonzero() else None
+        x0 = x.getArray(readonly=True) if ksp.getInitialGuessNonzero() else None   # (the solve copies it)
         # A monitor is called each iteration only when asked to (a petsc4py monitor, or
         # one that reads the iterate, may inspect the KSP as it goes: the solution vector
         # then holds each iterate); otherwise its lines are given after the solve, from the
         # residual history, which keeps the compiled loop free of calls into Python.
-        live = self.live_monitor or bool(ksp.getMonitor()) or _stateful_monitor(ksp)
+        live = self.live_monitor or self.stateful_monitor or bool(ksp.getMonitor())
         x_now = x.getArray()
 
         def monitor(its, rnorm):

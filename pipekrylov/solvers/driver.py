@@ -50,11 +50,12 @@ class Run:
         """Take the loop's buffers: residual norms and reductions."""
         solver = self.solver
         I = solver.I
-        if I[L.HIST]:
-            self.history.append(solver.hist[:I[L.HIST]].copy())
+        norms, rows = I.item(L.HIST), I.item(L.TRACE)
+        if norms:
+            self.history.append(solver.hist[:norms].copy())
             I[L.HIST] = 0
-        if I[L.TRACE]:
-            self.rows.append(solver.trace[:I[L.TRACE]].copy())
+        if rows:
+            self.rows.append(solver.trace[:rows].copy())
             I[L.TRACE] = 0
 
     def record(self, rnorm):
@@ -99,7 +100,7 @@ def drive(solver, x, b, callback, monitor, t0):
     elif solver.failures:   # another thread's solve, refused after the last reduction (rank-local)
         raise solver.failures[0]
     I = solver.I
-    iterations = int(I[L.MAXITER]) if reason == "diverged_its" else int(I[L.DONE])
+    iterations = I.item(L.MAXITER if reason == "diverged_its" else L.DONE)
     history = run.history
     history = history[0] if len(history) == 1 else np.concatenate(history) if history else np.empty(0)
     return result(solver, x, iterations, reason, message, history, run.rows, t0)
@@ -113,8 +114,7 @@ def run_events(solver, run):
     args = solver._arguments(run.x, run.b)
     while True:
         event = entry(*args)
-        if I[L.HIST] or I[L.TRACE]:
-            run.collect()
+        run.collect()
         if event == L.CONVERGED:
             return _stop_reason(F), None
         if event == L.TESTED:
@@ -176,7 +176,7 @@ def _diverged(F):
 
 
 def _stop_reason(F):
-    atol, rtol, bnorm = F[L.ATOL], F[L.RTOL], F[L.BNORM]
+    atol, rtol, bnorm = F.item(L.ATOL), F.item(L.RTOL), F.item(L.BNORM)
     return "converged_atol" if atol > rtol * bnorm or atol == 0 else "converged_rtol"
 
 
@@ -293,8 +293,8 @@ def result(solver, x, iterations, reason, message, history, rows, t0):
     else:
         info = REASONS[reason]
     I, F = solver.I, solver.F
-    counts = (time.perf_counter() - t0, float(F[L.SPMV_TIME]), int(I[L.SPMVS]),
-              float(F[L.PC_TIME]) if solver.M is not None else 0.0)
+    counts = (time.perf_counter() - t0, F.item(L.SPMV_TIME), I.item(L.SPMVS),
+              F.item(L.PC_TIME) if solver.M is not None else 0.0)
     labels = solver.spec.labels
 
     def details():
@@ -304,9 +304,11 @@ def result(solver, x, iterations, reason, message, history, rows, t0):
                 "timings": {"total": total, "spmv": spmv, "spmv_count": spmvs, "pc": pc,
                             "reductions_blocked": trace.blocked_time, "reductions": trace.count}}
     out = solver.A.gather(x) if solver.whole else x
-    return SolveResult(out, info, reason=reason, message=message, iterations=iterations, residual_norms=history,
-                       method=solver.method, loop=solver.loop, replacements=int(I[L.REPLACEMENTS]),
-                       restarts=int(I[L.RESTARTS]), _details=details, **solver.spec.report(solver))
+    details = {"reason": reason, "message": message, "iterations": iterations, "residual_norms": history,
+               "method": solver.method, "loop": solver.loop, "replacements": I.item(L.REPLACEMENTS), "restarts": I.item(L.RESTARTS),
+               "_details": details}
+    details.update(solver.spec.report(solver))
+    return SolveResult.of(out, info, details)
 
 
 class Trace:

@@ -141,8 +141,8 @@ def local_vector(v, partition, name, copy):
     copy with ``copy`` (x0: the solve writes the iterate into it), else only if needed."""
     # (a read-only array, PETSc's VecGetArrayRead's, is copied: the loops' kernels take
     # writable arrays)
-    if type(v) is np.ndarray and v.dtype == np.float64 and v.ndim == 1 and v.flags.c_contiguous and \
-            v.flags.writeable:
+    if type(v) is np.ndarray and v.dtype == np.float64 and v.ndim == 1 and v.flags.c_contiguous:
+        copy = copy or not v.flags.writeable
         if v.shape[0] == partition.nlocal:
             return v.copy() if copy else v
         if v.shape[0] == partition.n:

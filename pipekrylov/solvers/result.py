@@ -73,6 +73,15 @@ class SolveResult(tuple):
         self.residual_norms = np.asarray(details.get("residual_norms", ()), dtype=float)
         return self
 
+    @classmethod
+    def of(cls, x, info, details):
+        """The result of ``x, info`` with ``details`` (a dict it keeps; ``residual_norms``
+        an array): as the constructor, without copying the details."""
+        self = tuple.__new__(cls, (x, info))
+        details["x"], details["info"] = x, info
+        self.__dict__ = details
+        return self
+
     @property
     def converged(self):
         return self.info == 0
