@@ -1,5 +1,7 @@
 """pipekrylov's solvers as PETSc KSP types, driven from petsc4py: generators and real matrices
 through PETSc's PCs, the deep contexts, breakdowns, the comparison command."""
+import re
+
 import numpy as np
 import pytest
 
@@ -313,3 +315,32 @@ def test_monitors_see_every_iteration_on_the_compiled_loop(comm):
     assert np.array_equal(ksp.getConvergenceHistory(), ksp.getPythonContext().last_result.residual_norms)
     assert len(ksp.getConvergenceHistory()) == its + 1
     ksp.destroy()
+
+
+def test_the_true_residual_monitor_is_live_for_a_context_set_after_set_from_options(tmp_path):
+    """KSPSetFromOptions installs -ksp_monitor_true_residual before our context exists
+    (set after it): the context still finds the option and runs the monitor as the
+    iterations happen, so its true residual norms fall (replayed after the solve, each
+    line showed the final iterate's)."""
+    from mpi4py import MPI
+    A = petsc_poisson(MPI.COMM_SELF, 20)
+    path = tmp_path / "monitor.txt"
+    options = PETSc.Options()
+    options["ksp_monitor_true_residual"] = f"ascii:{path}"
+    try:
+        ksp = PETSc.KSP().create(PETSc.COMM_SELF)
+        ksp.setOperators(A)
+        ksp.getPC().setType("jacobi")
+        ksp.setFromOptions()
+        ksp.setType("python")
+        ksp.setPythonContext(pkp.PipeCG())
+        ksp.setTolerances(rtol=1e-8)
+        its, reason, rel = solve_with(ksp, A)
+        ksp.destroy()
+    finally:
+        options.delValue("ksp_monitor_true_residual")
+    assert reason > 0 and rel < 1e-7
+    trues = [float(t) for t in re.findall(r"true resid norm (\S+)", path.read_text())]
+    assert len(trues) == its + 1
+    assert trues[-1] < 1e-6 * trues[0]
+    assert len(set(trues)) > len(trues) // 2

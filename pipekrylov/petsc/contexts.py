@@ -107,6 +107,9 @@ class Context:
         (its compiled loop, workspace and buffers), once for every solve that follows."""
         if not any(k.handle == ksp.handle for k in _KSPS):   # first: a set-up that raises leaves it a Python KSP too
             _KSPS.append(ksp)
+        # the options' stateful monitors again: a context set after KSPSetFromOptions did
+        # not read them, yet the KSP has their monitors
+        self.stateful_monitor = self.stateful_monitor or _stateful_monitor(ksp)
         with _said(ksp):
             tested_norm(ksp, f"pipekrylov.petsc.{type(self).__name__}")
             self.refuse(PETSc.Options(ksp.getOptionsPrefix()), ksp.getOptionsPrefix() or "")

@@ -263,13 +263,10 @@ class Solver:
         p, many = self.partition, self._ranks > 1
         try:
             rtol, atol = _tolerance(self.method, "rtol", rtol), _tolerance(self.method, "atol", atol)
-            if divtol is None:
-                divtol = np.inf
-            elif not float(divtol) > 0:
+            divtol = np.inf if divtol is None else float(divtol)
+            if not divtol > 0:
                 raise ValueError(f"{self.method}: divtol must be positive (or None: no divergence test), "
                                  f"got {divtol!r}")
-            else:
-                divtol = float(divtol)
             if maxiter is None:
                 maxiter = 10 * p.n
             elif int(maxiter) < 1:
