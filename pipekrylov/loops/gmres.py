@@ -426,7 +426,8 @@ class GMRESSpec(LoopSpec):
         from ..solvers.solver import BUFFERED
         passes, self.delayed = ORTHOGONALIZATIONS[orthogonalization]
         # a cycle's reductions must fit the trace's buffer (passes + 1 an iteration at most)
-        super().__init__("gmres", LOOPS[orthogonalization], ["||r||", "V^T w", "V^T w, ||w||", "||w||", "V^T [u, w]", "V^T u", "||u||"],
+        super().__init__("gmres", LOOPS[orthogonalization],
+                         ["||r||", "V^T w", "V^T w, ||w||", "||w||", "V^T [u, w]", "V^T u", "||u||"],
                          self._workspace, S_SIZE, _breakdown, width=2 * restart + 3 if self.delayed else restart + 2,
                          norms=restart + 1, reductions=(passes + 1) * (1 + restart // BUFFERED))
 

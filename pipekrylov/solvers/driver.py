@@ -305,8 +305,8 @@ def result(solver, x, iterations, reason, message, history, rows, t0):
                             "reductions_blocked": trace.blocked_time, "reductions": trace.count}}
     out = solver.A.gather(x) if solver.whole else x
     details = {"reason": reason, "message": message, "iterations": iterations, "residual_norms": history,
-               "method": solver.method, "loop": solver.loop, "replacements": I.item(L.REPLACEMENTS), "restarts": I.item(L.RESTARTS),
-               "_details": details}
+               "method": solver.method, "loop": solver.loop, "replacements": I.item(L.REPLACEMENTS),
+               "restarts": I.item(L.RESTARTS), "_details": details}
     details.update(solver.spec.report(solver))
     return SolveResult.of(out, info, details)
 

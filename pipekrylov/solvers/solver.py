@@ -145,7 +145,7 @@ class Solver:
         self.I, self.F = np.zeros(L.INTS, np.int64), np.zeros(L.FLOATS)
         # what a solve starts from (it sets its own arguments over a copy)
         self._I0, self._F0 = np.zeros(L.INTS, np.int64), np.zeros(L.FLOATS)
-        self._I0[L.POKE_ROWS], self._I0[L.RANKS] = POKE_ROWS, self.comm.Get_size()
+        self._I0[L.POKE_ROWS], self._I0[L.RANKS] = POKE_ROWS, self._ranks
         self._I0[L.PRECONDITIONED] = self.M is not None
         self._I0[L.RESUME] = L.BEGIN
         self._F0[L.LATENCY] = self.latency
@@ -293,7 +293,7 @@ class Solver:
         I, F = self.I, self.F
         I[:] = self._I0
         I[L.MAXITER] = maxiter
-        if monitor is not False and (callable(monitor) or bool(monitor)):
+        if callable(monitor) or bool(monitor):
             I[L.STOP_AT_TEST] = 1
         if callback is not None:
             I[L.STOP_EVERY] = 1
@@ -301,11 +301,10 @@ class Solver:
         F[L.ATOL] = F[L.ATOL_GIVEN] = atol
         F[L.RTOL] = rtol
         F[L.DIVTOL] = divtol
-        if many:
-            F[L.FLAG] = bool(self.failures)   # bad input, or another thread's solve on this communicator
-            F[L.AGREE] = self.call.hash(self._ranks)
-        elif self.failures:
+        if self.failures:   # bad input, or another thread's solve on this communicator
             F[L.FLAG] = 1.0
+        if many:
+            F[L.AGREE] = self.call.hash(self._ranks)
         self.x0_given = x0 is not None
         if isinstance(x0, str):   # scipy's x0="Mb": start from M b (from zeros after bad input: alike on every rank)
             if self.M is not None:
