@@ -119,6 +119,44 @@ def test_the_dots_in_vector_lanes_keep_the_scalar_order():
             np.testing.assert_array_equal(w1, w2)
 
 
+def test_a_combination_in_blocks_of_four_rows_keeps_the_row_order():
+    """kernels.basis.combine (p(l)-CG's start) sums up to four rows per pass, over a block of
+    the entries, skipping zero coefficients: the bits of numpy's row-at-a-time sum from 0.0
+    over the nonzero rows, for any block and any pattern of zeros."""
+    from pipekrylov.kernels.basis import combine
+    rng = np.random.default_rng(7)
+    V = rng.standard_normal((7, 1001))
+    for zeros in [(), (0,), (1, 2), (0, 3, 4, 6), (0, 1, 2, 3, 4, 5, 6)]:
+        for rows in (1, 4, 5, 7):
+            c = rng.standard_normal(7)
+            c[list(zeros)] = 0.0
+            expected = np.zeros(V.shape[1])
+            for i in range(rows):
+                if c[i] != 0.0:
+                    expected = expected + c[i] * V[i]
+            out = np.full(V.shape[1], np.nan)
+            for lo in range(0, V.shape[1], 300):   # blocks, the last one short
+                combine(c, V, rows, out, lo, min(lo + 300, V.shape[1]))
+            np.testing.assert_array_equal(out, expected)
+
+
+def test_a_noalias_fused_kernel_gives_numpys_bits():
+    """A fused kernel of several stores compiled ``noalias`` (vectorized) and ``exact``: each
+    vector's entries are numpy's separate updates', bit for bit."""
+    from pipekrylov.kernels import fused_kernel
+    statements = ["p = u + beta*p", "s = w + beta*s", "r = r - alpha*s", "u = u - alpha*q"]
+    rng = np.random.default_rng(8)
+    v = {name: rng.standard_normal(1003) for name in ("p", "u", "s", "w", "r", "q")}
+    ref = {k: a.copy() for k, a in v.items()}
+    fused_kernel(statements, scalars=["beta", "alpha"], exact=True, noalias=True)(v, {"beta": 0.3, "alpha": -1.7})
+    ref["p"] = ref["u"] + 0.3 * ref["p"]
+    ref["s"] = ref["w"] + 0.3 * ref["s"]
+    ref["r"] = ref["r"] - -1.7 * ref["s"]
+    ref["u"] = ref["u"] - -1.7 * ref["q"]
+    for name in v:
+        np.testing.assert_array_equal(v[name], ref[name])
+
+
 @pytest.mark.mpi
 def test_a_users_method_runs_compiled():
     """A Method of the user's own (CG with a builtin in a scalar step) derives and compiles."""

@@ -54,17 +54,40 @@ def _column_partner(k, v, vp, z, Y, rows):
 
 
 @numba.njit(cache=True, nogil=True, **NO_REFCOUNT)
-def combine(coefficients, basis, rows, out):
-    """``out = sum_i coefficients[i] * basis[i]`` over the first ``rows`` rows, summed
-    in row order, row after row (each pass contiguous); rows whose coefficient is zero
-    are skipped (the start's polynomials in T are banded)."""
+def combine(coefficients, basis, rows, out, lo, hi):
+    """``out = sum_i coefficients[i] * basis[i]`` over the first ``rows`` rows, on the
+    entries ``lo:hi`` (a block of the basis its caller reads from L1 for several
+    combinations), summed in row order from 0.0; rows whose coefficient is zero are
+    skipped (the start's polynomials in T are banded).  Up to four rows per pass over out,
+    each entry's operations in the same order as one row at a time (the same bits)."""
+    out = out[lo:hi]   # views: their loops from 0 need no check of negative indices
     for k in range(out.shape[0]):
         out[k] = 0.0
-    for i in range(rows):
-        c, v = coefficients[i], basis[i]
-        if c != 0.0:
+    i = _nonzero(coefficients, 0, rows)
+    while i < rows:
+        j = _nonzero(coefficients, i + 1, rows)
+        m = _nonzero(coefficients, j + 1, rows)
+        q = _nonzero(coefficients, m + 1, rows)
+        if q < rows:
+            c0, c1, c2, c3 = coefficients[i], coefficients[j], coefficients[m], coefficients[q]
+            v0, v1, v2, v3 = basis[i][lo:hi], basis[j][lo:hi], basis[m][lo:hi], basis[q][lo:hi]
+            for k in range(out.shape[0]):
+                out[k] = (((out[k] + c0 * v0[k]) + c1 * v1[k]) + c2 * v2[k]) + c3 * v3[k]
+            i = _nonzero(coefficients, q + 1, rows)
+        else:
+            c, v = coefficients[i], basis[i][lo:hi]
             for k in range(out.shape[0]):
                 out[k] += c * v[k]
+            i = j
+
+
+@numba.njit(cache=True, nogil=True, inline="always", **NO_REFCOUNT)
+def _nonzero(coefficients, start, rows):
+    """The first row from ``start`` whose coefficient is nonzero, or ``rows``."""
+    for i in range(start, rows):
+        if coefficients[i] != 0.0:
+            return i
+    return rows
 
 
 @numba.njit(cache=True, nogil=True, **NO_REFCOUNT)

@@ -33,7 +33,7 @@ _KERNELS_LOCK = threading.Lock()
 class FusedKernel:
     """A compiled fused loop; call it with ``(vectors, scalars)``, get the local dots."""
 
-    def __init__(self, statements, dots, scalars, exact=False):
+    def __init__(self, statements, dots, scalars, exact=False, noalias=False):
         self.statements = tuple(statements)
         self.dots = tuple(dots)
         self.scalars = tuple(scalars)
@@ -44,7 +44,7 @@ class FusedKernel:
         nvec = len(self.vectors)
         signature = "void(" + ", ".join(["float64[::1]"] * nvec + ["float64[::1]", "float64[::1]"]) + ")"
         # exact: IEEE arithmetic, no fused multiply-adds (the results numpy's expressions give)
-        self._compiled = compile_source(self.source, "fused", [signature], refcount=False,
+        self._compiled = compile_source(self.source, "fused", [signature], refcount=False, noalias=noalias,
                                         **({"fastmath": False} if exact else {}))
 
     def __call__(self, vectors, scalars=None):
@@ -70,10 +70,13 @@ class FusedKernel:
         return f"FusedKernel({list(self.statements)!r}, dots={list(self.dots)!r})"
 
 
-def fused_kernel(statements, dots=(), scalars=(), exact=False):
+def fused_kernel(statements, dots=(), scalars=(), exact=False, noalias=False):
     """The (cached) :class:`FusedKernel` for these statements and dots; ``exact``: without
-    the fast-math contractions (each operation rounded as numpy rounds it)."""
-    key = (tuple(statements), tuple(dots), tuple(scalars), bool(exact))
+    the fast-math contractions (each operation rounded as numpy rounds it); ``noalias``:
+    its callers never pass overlapping arrays (see
+    :data:`pipekrylov.kernels.compile.NOALIAS`: LLVM then vectorizes a loop that stores to
+    several vectors, which it otherwise runs scalar)."""
+    key = (tuple(statements), tuple(dots), tuple(scalars), bool(exact), bool(noalias))
     with _KERNELS_LOCK:
         if key not in _KERNELS:
             _KERNELS[key] = FusedKernel(*key)

@@ -18,7 +18,7 @@ __all__ = ["CR", "cr"]
 residual = fused_kernel(["r = b - r"]).function
 directions = fused_kernel(["p = u + beta*p", "s = w + beta*s"], scalars=["beta"]).function
 update = fused_kernel(["x = x + alpha*p", "r = r - alpha*s", "u = u - alpha*q"], dots=["r.r"],
-                      scalars=["alpha"]).function
+                      scalars=["alpha"], noalias=True).function   # three stores: scalar without noalias
 
 RR, GAMMA, GAMMA_OLD, FRESH = range(4)  # the scalars kept in S between calls
 ZERO_GAMMA, INDEFINITE_PC = range(2)    # the breakdown checks
