@@ -84,8 +84,7 @@ TRUE_R, TRUE_Z = W_NAMES.index("true_r"), W_NAMES.index("true_z")
  CAUSE,          # why a cycle ended (RESTART): NOT_CONFIRMED or INVARIANT
  PENDING,        # a start step's iteration still to report (STEP_REPORT) and test (STEP_TEST), or 0
  IN_START,       # 1: the residual tested is a start step's (the steps go on after it)
- ENDED,          # 1: the Krylov space ended in the last start step (b - A x decides after its test)
- J_SIZE) = range(11)
+ J_SIZE) = range(10)
 # the method's scalars kept in S
 (ETA, ZETA, FLOOR, BETA, DRIFT_TOL, GAMMA_J, DELTA_J, GAMMA_PREV, ALPHA_PREV, S_SIZE) = range(10)
 # entries per block of the start's combinations: the 2l + 1 rows of V's block fit in L1
@@ -306,7 +305,7 @@ def _cycle_start(W, x, b, S, I, F, hist, trace, A, P, R, first):
             return event
     gamma0, delta0 = R.recv[0, 0], R.recv[0, 1]
     S[GAMMA_J], S[DELTA_J], S[ALPHA_PREV] = gamma0, delta0, 1.0
-    J[STEPS], J[PENDING], J[IN_START], J[ENDED] = 0, 0, 0, 0
+    J[STEPS], J[PENDING], J[IN_START] = 0, 0, 0
     clear(y=pd, coef=coef, out=out)
     clear(y=s, coef=coef, out=out)
     clear(y=sq, coef=coef, out=out)
@@ -350,8 +349,6 @@ def _lanczos(W, x, b, S, I, F, hist, trace, A, P, R):
             event = _step_end(W, x, b, S, I, F, hist, trace, A, P, R)
             if event != NONE:
                 return event
-        if J[ENDED] != 0:     # the Krylov space ended with it, its test failed: b - A x decides
-            return _invariant(W, x, b, S, I, F, hist, trace, A, P, R)
         if not (J[STEPS] < need or J[ESTIMATING] != 0):
             break
         j = J[STEPS]
@@ -392,10 +389,10 @@ def _lanczos(W, x, b, S, I, F, hist, trace, A, P, R):
         ended = not toff[j] > 1e-12 * abs(tdiag[j])   # the Krylov space ends here
         if counted:
             I[DONE] = J[IT0] + j + 1
+            if ended:   # x is CG's iterate in it: b - A x decides
+                J[ESTIMATING] = 0
+                return _invariant(W, x, b, S, I, F, hist, trace, A, P, R)
             J[PENDING] = STEP_REPORT if I[STOP_EVERY] != 0 else STEP_TEST
-            if ended:   # x is CG's iterate in the whole space: reported, tested, then confirmed
-                J[ESTIMATING], J[ENDED] = 0, 1
-                continue
         elif ended or np.sqrt(max(S[GAMMA_J], 0.0)) <= F[ATOL]:
             # past the start's steps (the estimate's): the steps after these would be rounding's
             if J[ESTIMATING] != 0:
@@ -429,16 +426,16 @@ def _step_end(W, x, b, S, I, F, hist, trace, A, P, R):
 
 @loop
 def _invariant(W, x, b, S, I, F, hist, trace, A, P, R):
-    """The Krylov space ended in a start step whose test failed: x, CG's iterate, solves
-    the system in exact arithmetic.  The cycle ends where ``b - A x`` confirms it (its
-    norm the history's last), else (INVARIANT) its driver restarts."""
+    """The Krylov space ended in a start step: x, CG's iterate, solves the system in
+    exact arithmetic.  The cycle ends where ``b - A x`` confirms it, else (INVARIANT) its
+    driver restarts."""
     true_r, true_z, J = W[TRUE_R], W[TRUE_Z], W[-1]
-    J[ENDED] = 0
     event = _confirmed(A, P, x, b, true_r, true_z, R, I, F, trace, hist, J)
     if event == RESTART:
         J[CAUSE] = INVARIANT
-    elif event == CONVERGED and I[STOP_AT_TEST] == 0 and I[HIST] > 0:   # the norm that passed
-        hist[I[HIST] - 1] = F[VALUE]
+    elif event == CONVERGED and I[STOP_AT_TEST] == 0:   # the history ends with the iterate's norm
+        hist[I[HIST]] = F[VALUE]
+        I[HIST] += 1
     return event
 
 
