@@ -204,17 +204,16 @@ def plcg(W, x, b, S, I, F, hist, trace, A, P, R):
             d_prev = delta[(k - 1) % RG] if k > 0 else 0.0
             # the intermediate bases q^(m)_(k+1), m = 0 .. l-1 (m = 0 is v), by the Lanczos
             # recurrence on P_m(B) v: B q^(m)_k = q^(m+1)_k + sigma_m q^(m)_k, q^(l)_k = z_(k+l)
+            for m in range(l):
+                above = Q[m + 1, k % 3] if m + 1 < l else Z[s0]
+                qm = Q[m, (k - 1) % 3] if k > 0 else above
+                coef[0] = (sigma[m] - gamma_k) / delta_k
+                coef[1] = 1.0 / delta_k
+                coef[2] = d_prev / delta_k
+                level_update(q=Q[m, (k + 1) % 3], qk=Q[m, k % 3], top=above, qm=qm, coef=coef, out=out)
             if k + 1 <= l + 1:   # the start's, known exactly
                 for m in range(l):
                     _copy(EXL[m, k + 1], Q[m, (k + 1) % 3])
-            else:
-                for m in range(l):
-                    above = Q[m + 1, k % 3] if m + 1 < l else Z[s0]
-                    coef[0] = (sigma[m] - gamma_k) / delta_k
-                    coef[1] = 1.0 / delta_k
-                    coef[2] = d_prev / delta_k
-                    level_update(q=Q[m, (k + 1) % 3], qk=Q[m, k % 3], top=above, qm=Q[m, (k - 1) % 3], coef=coef,
-                                 out=out)
             if it + 1 <= columns:
                 _copy(EXU[it - l], U[s1])
                 _copy(EXZ[it - l], Z[s1])
