@@ -12,7 +12,7 @@ from mpi4py import MPI
 import pipekrylov as pk
 from pipekrylov.deep import chebyshev_shifts, plcg, plgmres
 from pipekrylov.deep.basis import BandedColumns, SqrtBreakdown, complete_column
-from pipekrylov.loops.plcg import W_NAMES, _exact_start
+from pipekrylov.loops.plcg import W_NAMES
 from helpers import SPD, load, textbook_pcg
 
 DEPTHS = [1, 2, 3, 4, 5]
@@ -121,8 +121,7 @@ def test_exact_start_is_the_shifted_basis():
     l, lmax = 3, 8.0
     sigma = chebyshev_shifts(l, 0.0, lmax)
     solver = pk.Solver(A, "p(3)-cg", interval=(0.0, lmax), comm=MPI.COMM_SELF)
-    solver.solve(b, rtol=0.0, maxiter=2 * l)      # the start's steps, CG's first 2l iterations
-    _exact_start(solver.W, solver.S)              # what the pipeline's first iteration starts from
+    solver.solve(b, rtol=0.0, maxiter=1)          # the start and one iteration
     W = dict(zip(W_NAMES, solver.W))
     V = W["V"][:2 * l + 1]
     np.testing.assert_allclose(V @ V.T, np.eye(2 * l + 1), atol=1e-12)
@@ -136,27 +135,6 @@ def test_exact_start_is_the_shifted_basis():
         z = W["Z"][j % (l + 3)] if j <= l else W["EXZ"][j - l - 1]
         expected = P(j, V[0]) if j <= l else P(l, V[j - l])
         np.testing.assert_allclose(z, expected, atol=1e-10 * np.linalg.norm(expected))
-
-
-@pytest.mark.parametrize("depth", [2, 3])
-def test_a_solve_within_the_start_makes_no_pipeline(depth):
-    """The start's 2l Lanczos steps are CG's first iterations: a solve that converges
-    within them makes neither the exact start nor a pipelined iteration (no column of G
-    is reduced), reports each iteration to its callback, and takes CG's iterations with
-    CG's residual norms; ``b - A x`` meets the tolerance."""
-    L = pk.poisson2d(MPI.COMM_SELF, 16).to_scipy()
-    A = (sp.identity(L.shape[0]) + 0.02 * L).tocsr()    # well conditioned: a few iterations
-    b = np.random.default_rng(4).standard_normal(A.shape[0])
-    reference = pk.cg(A, b, rtol=1e-4, comm=MPI.COMM_SELF)
-    assert 2 <= reference.iterations <= 2 * depth       # the case this test is about
-    seen = []
-    res = plcg(A, b, depth=depth, interval=(0.0, 1.2), rtol=1e-4, comm=MPI.COMM_SELF,
-               callback=lambda xk: seen.append(np.linalg.norm(b - A @ xk)))
-    assert res.info == 0 and res.iterations == reference.iterations == len(seen)
-    assert not [e for e in res.reductions.events if e.label.startswith("G[:,")]
-    np.testing.assert_allclose(res.residual_norms, reference.residual_norms, rtol=1e-6)
-    np.testing.assert_allclose(seen, reference.residual_norms[1:], rtol=1e-6)   # x_k is CG's iterate
-    assert np.linalg.norm(b - A @ res.x) <= 1e-4 * np.linalg.norm(b)
 
 
 def test_plcg_solution_matches_a_dense_solve():

@@ -163,14 +163,10 @@ class DeepCG(LoopSpec):
             self._w(solver, "sigma")[:depth] = rule(depth)
 
     def after_test(self, solver, passed):
-        """The cycle's first residual is the true one; a later one is confirmed first; after
-        a start step's test the steps go on."""
-        J = self._w(solver, "J")
-        if J[loop.FIRST_TEST]:
+        """The cycle's first residual is the true one; a later one is confirmed first."""
+        if self._w(solver, "J")[loop.FIRST_TEST]:
             return None if passed else loop.LANCZOS
-        if passed:
-            return L.CONFIRM
-        return loop.LANCZOS if J[loop.IN_START] else L.AFTER_TEST
+        return L.CONFIRM if passed else L.AFTER_TEST
 
     def event(self, solver, run, event):
         if event == L.ESTIMATE:

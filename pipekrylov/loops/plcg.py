@@ -9,12 +9,10 @@ formed from the tridiagonal Lanczos matrix by its LDL^T factorization (D-Lanczos
 
     start: 2l Lanczos steps by pipelined CG's recurrences (one reduction each, overlapping
            an operator application: the Lanczos vectors are CG's preconditioned
-           residuals, T holds CG's coefficients), which are CG's first 2l iterations
-           (x moves with them, their residuals are tested),
+           residuals, T holds CG's coefficients),
            and from their V and T, exactly: G[:, c] = P_c(T) e_0 (c <= l), P_l(T) e_(c-l)
            (c <= 2l), z_c = V G[:, c] and the first intermediate bases
-    it >= l, c = it-l+1, k = c-1 (for c <= 2l, z and G come from the start; for k < 2l,
-    x_(k+1) and its test were the start's):
+    it >= l, c = it-l+1, k = c-1 (for c <= 2l, z and G come from the start):
         w = B z_it                                   # overlaps the reductions in flight
         wait column c of the Gram entries            # started l iterations ago
         G[:, c] by symmetry + Cholesky step          # square-root breakdown -> restart
@@ -26,12 +24,10 @@ formed from the tridiagonal Lanczos matrix by its LDL^T factorization (D-Lanczos
 
 Made by pipelined CG's recurrences, a start step takes one reduction, hidden behind an
 operator application, where classical Lanczos, orthogonalized twice, took three blocking
-ones.  As they are CG's iterations, a solve that converges within 2l iterations makes no
-more (no exact start, no pipeline: it costs what p-CG's does).  While the shifts are
-still to be estimated (a solve's first, without shifts given) the steps go on past 2l,
-moving only T, and the loop returns after each (ESTIMATE) for its driver to judge the
-largest Ritz value of T, as PETSc's KSPChebyshev estimates its interval; only the first
-2l make the start.
+ones.  While the shifts are still to be estimated (a solve's
+first, without shifts given) the steps go on past 2l, uncounted, and the loop returns
+after each (ESTIMATE) for its driver to judge the largest Ritz value of T, as PETSc's
+KSPChebyshev estimates its interval; only the first 2l make the start.
 
 The last dot of a column, ``<z_c, v_(c-l-1)>``, is ``G[c-l-1, c]`` again: their gap is the
 basis's drift from its definition; past ``drift_tol`` the loop stops (a DRIFT breakdown)
@@ -57,13 +53,12 @@ __all__ = ["plcg", "workspace", "W_NAMES", "LANCZOS", "TEST", "LABELS"]
 
 level_update = fused_kernel(["q = a*qk + d*top - e*qm"], scalars=["a", "d", "e"]).function
 solution_update = fused_kernel(["p = a*p + t*v", "x = x + zeta*p"], scalars=["a", "t", "zeta"]).function
-direction_update = fused_kernel(["p = a*p + t*v"], scalars=["a", "t"]).function
 residual = fused_kernel(["r = b - r"]).function
-# its vectors are the workspace's own and x, never views of one another (noalias: eight stores
-# in one loop ran scalar without it, 2x slower at 4,096 unknowns)
-cg_step = fused_kernel(["p = u + beta*p", "x = x + alpha*p", "s = w + beta*s", "q = m + beta*q", "z = n + beta*z",
-                        "r = r - alpha*s", "u = u - alpha*q", "w = w - alpha*z"], scalars=["beta", "alpha"],
-                       exact=True, noalias=True).function
+# its vectors are the workspace's own, never views of one another (noalias: seven stores in one
+# loop ran scalar without it, 2x slower at 4,096 unknowns)
+cg_step = fused_kernel(["p = u + beta*p", "s = w + beta*s", "q = m + beta*q", "z = n + beta*z", "r = r - alpha*s",
+                        "u = u - alpha*q", "w = w - alpha*z"], scalars=["beta", "alpha"], exact=True,
+                       noalias=True).function
 clear = fused_kernel(["y = 0"]).function
 
 LANCZOS, TEST = 6, 7   # p(l)-CG's own resume points: the start's next Lanczos step; an iteration's test
@@ -72,7 +67,6 @@ LABELS = ("Lanczos (r,Mr) (AMr,Mr)", "true ||r||")
 W_NAMES = ("Z", "U", "Q", "V", "Uv", "EXZ", "EXU", "EXL", "PM", "T", "Gd", "gamma", "delta", "sigma", "tdiag",
            "toff", "p", "r", "u", "w", "pd", "s", "mw", "amw", "sq", "sz", "true_r", "true_z", "coef", "out", "y",
            "rows", "J")
-TRUE_R, TRUE_Z = W_NAMES.index("true_r"), W_NAMES.index("true_z")
 
 # the method's integers J
 (DEPTH,          # l, this cycle's depth
@@ -82,15 +76,12 @@ TRUE_R, TRUE_Z = W_NAMES.index("true_r"), W_NAMES.index("true_z")
  REPORT,         # 1: the cycle's first residual is reported (the solve's first cycle's)
  FIRST_TEST,     # 1: the residual tested is the cycle's first (the true one: no confirmation)
  CAUSE,          # why a cycle ended (RESTART): NOT_CONFIRMED or INVARIANT
- PENDING,        # a start step's iteration still to report (STEP_REPORT) and test (STEP_TEST), or 0
- IN_START,       # 1: the residual tested is a start step's (the steps go on after it)
- J_SIZE) = range(10)
+ J_SIZE) = range(8)
 # the method's scalars kept in S
 (ETA, ZETA, FLOOR, BETA, DRIFT_TOL, GAMMA_J, DELTA_J, GAMMA_PREV, ALPHA_PREV, S_SIZE) = range(10)
 # entries per block of the start's combinations: the 2l + 1 rows of V's block fit in L1
 # (4 KB each) while every z_j, u_j and q^(m)_j is formed from them
 COMBINE_BLOCK = 1024
-STEP_REPORT, STEP_TEST = 1, 2   # J[PENDING]
 FINAL = 2        # J[ESTIMATING]: the estimate must end with the steps made
 # the breakdown checks (I[CHECK]) and the causes of a cycle's end (J[CAUSE])
 INDEFINITE, PIVOT, SQUARE_ROOT, DRIFT, NOT_CONFIRMED, INVARIANT, INDEFINITE_PC = range(7)
@@ -240,16 +231,12 @@ def plcg(W, x, b, S, I, F, hist, trace, A, P, R):
             coef[0] = -d_prev / S[ETA]
             coef[1] = 1.0 / S[ETA]
             coef[2] = S[ZETA]
-            if k < columns:   # CG's iterate x_(k+1) and its test were the start's steps'
-                direction_update(p=p, v=Q[0, k % 3], coef=coef, out=out)
-                resume = AFTER_TEST
-            else:
-                solution_update(p=p, v=Q[0, k % 3], x=x, coef=coef, out=out)
-                I[DONE] = it0 + k + 1
-                resume = TEST
-                if I[STOP_EVERY] != 0:
-                    event = ITERATED
-                    break
+            solution_update(p=p, v=Q[0, k % 3], x=x, coef=coef, out=out)
+            I[DONE] = it0 + k + 1
+            resume = TEST
+            if I[STOP_EVERY] != 0:
+                event = ITERATED
+                break
         k = it - l
         if resume == TEST:
             resume = AFTER_TEST
@@ -304,7 +291,7 @@ def _cycle_start(W, x, b, S, I, F, hist, trace, A, P, R, first):
             return event
     gamma0, delta0 = R.recv[0, 0], R.recv[0, 1]
     S[GAMMA_J], S[DELTA_J], S[ALPHA_PREV] = gamma0, delta0, 1.0
-    J[STEPS], J[PENDING], J[IN_START] = 0, 0, 0
+    J[STEPS] = 0
     clear(y=pd, coef=coef, out=out)
     clear(y=s, coef=coef, out=out)
     clear(y=sq, coef=coef, out=out)
@@ -333,33 +320,20 @@ def _lanczos(W, x, b, S, I, F, hist, trace, A, P, R):
     reduction per step, (r, u) with (w, u), overlapping the next step's ``M w`` and
     ``A M w``, so that a start blocks no more than p-CG does).  Step j makes T's column j, ``T_jj = 1/alpha_j +
     beta_j/alpha_(j-1)`` and ``T_(j+1,j) = sqrt(beta_(j+1))/alpha_j``, and the Lanczos vector
-    ``v_(j+1) = (-1)^(j+1) u_(j+1) / sqrt(gamma_(j+1))``.  The first 2l steps are CG's
-    iterations (x moves with them, their residual ``||r||_M = sqrt(gamma_(j+1))`` is
-    tested and reported); while the driver estimates the shifts, ESTIMATE after each step,
-    and the steps past 2l move only T.  NONE once the start has its steps, else the event
-    that ends the cycle or asks the driver."""
+    ``v_(j+1) = (-1)^(j+1) u_(j+1) / sqrt(gamma_(j+1))``: 2l steps, and after each while the
+    driver estimates the shifts, ESTIMATE.  NONE once the start has its steps, else the
+    event that ends the cycle."""
     (Z, U, Q, V, Uv, EXZ, EXU, EXL, PM, T, Gd, gamma, delta, sigma, tdiag, toff, p, r, u, w, pd, s, mw, amw, sq,
      sz, true_r, true_z, coef, out, y, rows, J) = W
     need = 2 * J[DEPTH]
     if J[STEPS] == 0:
         _lanczos_vector(0, r, u, S[GAMMA_J], V, Uv)
-    while True:
-        if J[PENDING] != 0:   # the last step's iteration: its report and test
-            event = _step_end(W, x, b, S, I, F, hist, trace, A, P, R)
-            if event != NONE:
-                return event
-        if not (J[STEPS] < need or J[ESTIMATING] != 0):
-            break
+    while J[STEPS] < need or J[ESTIMATING] != 0:
         j = J[STEPS]
         if j + 2 >= tdiag.shape[0]:    # the estimate has had its steps
             J[ESTIMATING] = 0
             if j >= need:
                 break
-        counted = j < need   # an iteration of CG's
-        if counted and J[IT0] + j >= I[MAXITER]:
-            return MAX_ITERATIONS
-        if I[HIST] + 1 >= hist.shape[0] or I[TRACE] + 2 > trace.shape[0]:
-            return FLUSH
         gamma_j, delta_j, alpha_prev = S[GAMMA_J], S[DELTA_J], S[ALPHA_PREV]
         if j == 0:
             beta_j = 0.0
@@ -372,9 +346,8 @@ def _lanczos(W, x, b, S, I, F, hist, trace, A, P, R):
         if not alpha_j > 0:   # (p_j, A p_j) <= 0: CG's own breakdown, not the basis's
             return _breakdown(INDEFINITE, 1.0 / alpha_j, I, F)
         coef[0], coef[1] = beta_j, alpha_j
-        # p = u + beta p, x += alpha p (CG's iterate; past 2l into scratch), s = A p,
-        # q = M s, z = A q; r, u = M r, w = A u by them
-        cg_step(p=pd, x=x if counted else true_r, u=u, s=s, w=w, q=sq, m=mw, z=sz, n=amw, r=r, coef=coef, out=out)
+        # p = u + beta p, s = A p, q = M s, z = A q; r, u = M r, w = A u by them
+        cg_step(p=pd, u=u, s=s, w=w, q=sq, m=mw, z=sz, n=amw, r=r, coef=coef, out=out)
         R.send[0, 0], R.send[0, 1] = dot(r, u), dot(w, u)
         start(R, 0, 2, LANCZOS_LABEL, I, F, trace)
         precondition(P, w, mw, R, 0, I, F)
@@ -385,50 +358,44 @@ def _lanczos(W, x, b, S, I, F, hist, trace, A, P, R):
         S[GAMMA_PREV], S[GAMMA_J], S[DELTA_J], S[ALPHA_PREV] = gamma_j, R.recv[0, 0], R.recv[0, 1], alpha_j
         toff[j] = np.sqrt(max(S[GAMMA_J] / gamma_j, 0.0)) / abs(alpha_j)
         J[STEPS] = j + 1
-        ended = not toff[j] > 1e-12 * abs(tdiag[j])   # the Krylov space ends here
-        if counted:
-            I[DONE] = J[IT0] + j + 1
-            if ended:   # x is CG's iterate in it: b - A x decides
+        # the Krylov space ends here, or CG's residual has reached the tolerance (the steps
+        # after it would be rounding's): CG's iterate from the steps made, or, past the
+        # start's, the estimate ends with them
+        if not toff[j] > 1e-12 * abs(tdiag[j]) or np.sqrt(max(S[GAMMA_J], 0.0)) <= F[ATOL]:
+            if j + 1 <= need:
                 J[ESTIMATING] = 0
-                return _invariant(W, x, b, S, I, F, hist, trace, A, P, R)
-            J[PENDING] = STEP_REPORT if I[STOP_EVERY] != 0 else STEP_TEST
-        elif ended or np.sqrt(max(S[GAMMA_J], 0.0)) <= F[ATOL]:
-            # past the start's steps (the estimate's): the steps after these would be rounding's
+                return _invariant(W, x, b, S, I, F, hist, trace, A, P, R, j + 1)
             if J[ESTIMATING] != 0:
                 J[ESTIMATING] = FINAL
                 return ESTIMATE
             break
         _lanczos_vector(j + 1, r, u, S[GAMMA_J], V, Uv)
-        if J[ESTIMATING] != 0:   # the driver's estimate first, then the step's test
+        if J[ESTIMATING] != 0:
             return ESTIMATE
-    if J[IT0] + need >= I[MAXITER]:
-        return MAX_ITERATIONS
     return NONE
 
 
 @loop
-def _step_end(W, x, b, S, I, F, hist, trace, A, P, R):
-    """A start step's iteration: ITERATED where each is reported (the driver's callback
-    sees x), then its residual test, confirmed against ``b - A x`` where it passes."""
-    true_r, true_z, J = W[TRUE_R], W[TRUE_Z], W[-1]
-    if J[PENDING] == STEP_REPORT:
-        J[PENDING] = STEP_TEST
-        return ITERATED
-    J[PENDING] = 0
-    J[FIRST_TEST] = 0
-    J[IN_START] = 1
-    event = residual_test(np.sqrt(max(S[GAMMA_J], 0.0)), hist, I, F)
-    if event == CONVERGED:
-        return _confirmed(A, P, x, b, true_r, true_z, R, I, F, trace, hist, J)
-    return event
-
-
-@loop
-def _invariant(W, x, b, S, I, F, hist, trace, A, P, R):
-    """The Krylov space ended in a start step: x, CG's iterate, solves the system in
-    exact arithmetic.  The cycle ends where ``b - A x`` confirms it, else (INVARIANT) its
-    driver restarts."""
-    true_r, true_z, J = W[TRUE_R], W[TRUE_Z], W[-1]
+def _invariant(W, x, b, S, I, F, hist, trace, A, P, R, k):
+    """The Krylov space ended after ``k`` steps: x moves to CG's iterate in it,
+    ``x + V_k T_k^-1 (beta e_0)`` (T_k by its LDL^T factorization, in T's first rows), and
+    the cycle ends where ``b - A x`` confirms it, else (INVARIANT) its driver restarts."""
+    (Z, U, Q, V, Uv, EXZ, EXU, EXL, PM, T, Gd, gamma, delta, sigma, tdiag, toff, p, r, u, w, pd, s, mw, amw, sq,
+     sz, true_r, true_z, coef, out, y, rows, J) = W
+    pivots, multipliers = T[0], T[1]
+    pivots[0] = tdiag[0]
+    y[0] = S[BETA]
+    for i in range(1, k):                      # L z = beta e_0
+        multipliers[i] = toff[i - 1] / pivots[i - 1]
+        pivots[i] = tdiag[i] - multipliers[i] * toff[i - 1]
+        y[i] = -multipliers[i] * y[i - 1]
+    y[k - 1] = y[k - 1] / pivots[k - 1]        # D L^T y = z
+    for i in range(k - 2, -1, -1):
+        y[i] = y[i] / pivots[i] - multipliers[i + 1] * y[i + 1]
+    combine(y, V, k, true_r, 0, true_r.shape[0])
+    for i in range(x.shape[0]):
+        x[i] += true_r[i]
+    I[DONE] = J[IT0] + k
     event = _confirmed(A, P, x, b, true_r, true_z, R, I, F, trace, hist, J)
     if event == RESTART:
         J[CAUSE] = INVARIANT
@@ -491,7 +458,6 @@ def _exact_start(W, S):
         gamma[j] = 0.0
         delta[j] = 0.0
     S[ETA], S[ZETA], S[FLOOR] = 0.0, 0.0, 0.0
-    J[IN_START] = 0
 
 
 @loop
