@@ -79,8 +79,8 @@ W_NAMES = ("Z", "U", "Q", "V", "Uv", "EXZ", "EXU", "EXL", "PM", "T", "Gd", "gamm
  J_SIZE) = range(8)
 # the method's scalars kept in S
 (ETA, ZETA, FLOOR, BETA, DRIFT_TOL, GAMMA_J, DELTA_J, GAMMA_PREV, ALPHA_PREV, S_SIZE) = range(10)
-# entries per block of the start's combinations: the 2l + 1 rows of V's block fit in L1
-# (4 KB each) while every z_j, u_j and q^(m)_j is formed from them
+# entries per block of the start's combinations: the 2l + 1 rows of V's block (8 KB each) stay in
+# cache while every z_j, u_j and q^(m)_j is formed from them (512 and 4,096 were slower)
 COMBINE_BLOCK = 1024
 FINAL = 2        # J[ESTIMATING]: the estimate must end with the steps made
 # the breakdown checks (I[CHECK]) and the causes of a cycle's end (J[CAUSE])
