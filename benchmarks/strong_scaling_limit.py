@@ -1,6 +1,7 @@
 """Time per iteration in the strong-scaling limit: few unknowns per rank, reductions that
-cost more than the local work.  Our cg, p-cg and p(2)-cg (on the compiled and the Python
-loop where they have both) against PETSc's cg, pipecg and pipelcg, in one run:
+cost more than the local work.  Our cg, p-cg, p(2)-cg (on the compiled and the Python
+loop where they have both), Gropp's CG and predict-and-recompute p-CG against PETSc's cg,
+pipecg, pipelcg, groppcg and pipeprcg, in one run:
 
     python -m benchmarks.strong_scaling_limit                  # every case below
     python -m benchmarks.strong_scaling_limit --ranks 1 2 --transports shm --sizes 256 1024
@@ -43,8 +44,8 @@ from pipekrylov.timing import PLCG, per_iteration, petsc_solver, poisson
 
 SIZES = [256, 1024, 4096, 16384, 65536]
 TOTAL = 10 ** 6
-OURS = ["cg", "p-cg compiled", "p-cg python", "p(2)-cg compiled", "p(2)-cg python"]
-PETSC = ["PETSc cg", "PETSc pipecg", "PETSc pipelcg"]
+OURS = ["cg", "p-cg compiled", "p-cg python", "p(2)-cg compiled", "p(2)-cg python", "gropp-cg", "p-cg-pr"]
+PETSC = ["PETSc cg", "PETSc pipecg", "PETSc pipelcg", "PETSc groppcg", "PETSc pipeprcg"]
 OURS_GMRES = ["gmres", "gmres cgs2", "gmres cgs", "p(1)-gmres", "p(2)-gmres"]
 PETSC_GMRES = ["PETSc gmres", "PETSc pgmres", "PETSc pipefgmres"]
 # per family: (ours, PETSc's, our pipelined reference for "fixed" and "hidden", PETSc's reference)
@@ -60,7 +61,7 @@ TCP = ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo"]
 # ------------------------------------------------------------------ one mpiexec run
 def our_solvers():
     import pipekrylov as pk
-    pcg = pk.pipelined("cg")
+    pcg, gropp, prcg = pk.pipelined("cg"), pk.pipelined("cg-gropp"), pk.pipelined("cg-pr")
     return {
         "cg": lambda A, b, n, **kw: pk.cg(A, b, rtol=0.0, maxiter=n, M="jacobi", **kw),
         "p-cg compiled": lambda A, b, n, **kw: pcg(A, b, rtol=0.0, maxiter=n, M="jacobi", loop="compiled", **kw),
@@ -69,6 +70,8 @@ def our_solvers():
                                                            **PLCG, **kw),
         "p(2)-cg python": lambda A, b, n, **kw: pk.plcg(A, b, rtol=0.0, maxiter=n, M="jacobi", loop="python",
                                                          **PLCG, **kw),
+        "gropp-cg": lambda A, b, n, **kw: gropp(A, b, rtol=0.0, maxiter=n, M="jacobi", **kw),
+        "p-cg-pr": lambda A, b, n, **kw: prcg(A, b, rtol=0.0, maxiter=n, M="jacobi", **kw),
     }
 
 
@@ -218,7 +221,8 @@ def report(rows, with_petsc, family="cg"):
     import platform
     ours, petsc, reference, petsc_reference = FAMILIES[family]
     names = ours + (petsc if with_petsc else [])
-    ratios = GMRES_RATIOS if family == "gmres" else [("p-cg compiled", "PETSc pipecg"), ("p-cg compiled", "PETSc cg")]
+    ratios = GMRES_RATIOS if family == "gmres" else [("p-cg compiled", "PETSc pipecg"), ("p-cg compiled", "PETSc cg"),
+                                                     ("gropp-cg", "PETSc groppcg"), ("p-cg-pr", "PETSc pipeprcg")]
     header = ["transport", "ranks", "unknowns/rank"] + names + [f"{reference} fixed", f"{petsc_reference} fixed"] * with_petsc
     header += [f"{a} / {b.split()[1]}" for a, b in ratios] * with_petsc + ["allreduce", "hidden"]
     table = []

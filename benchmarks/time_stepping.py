@@ -1,7 +1,8 @@
 """Whole solves as users make them: 100 backward Euler steps of the heat equation on a 2D
 grid, each a solve of ``(I + dt L) u_new = u`` warm-started from ``u``, rtol 1e-8.  Our
-cg, p-cg and p(2)-cg with default arguments, through a Solver set up once and through the
-functions, against PETSc's cg, pipecg and pipelcg on a KSP set up once, in one run:
+cg, p-cg, p(2)-cg, Gropp's CG and predict-and-recompute p-CG with default arguments,
+through a Solver set up once and through the functions, against PETSc's cg, pipecg,
+pipelcg, groppcg and pipeprcg on a KSP set up once, in one run:
 
     python -m benchmarks.time_stepping                     # every case below
     python -m benchmarks.time_stepping --ranks 1 --transports shm --pcs jacobi --sizes 256 1024
@@ -14,10 +15,10 @@ made once, then 100 steps are timed, the best of three runs): it is what a user 
 once, not per step.  Nothing else is subtracted: a step's time is a whole solve's.
 
 Printed per row: time per step (us) and iterations per step of each solver; the ratios
-p-cg / PETSc pipecg and cg / PETSc cg (ours through Solver); and each code's *fixed cost*
+of each of ours (through Solver) to PETSc's like it; and each code's *fixed cost*
 per solve, the intercept of time per step against iterations per step between the two
 time steps.  A second table: ours with a reduction latency injected (50 and 100 us) at
-4,096 unknowns per rank, the 40-iteration step, and p(2)-cg / p-cg.
+4,096 unknowns per rank, the 40-iteration step, with p(2)-cg / p-cg and each against cg.
 Compilation is excluded: every solver runs once before timing.
 """
 import argparse
@@ -34,6 +35,9 @@ SIZES = [256, 1024, 4096, 16384]
 TARGETS = [10, 40]   # iterations per step
 LATENCIES = [50e-6, 100e-6]
 LATENCY_SIZE = 4096
+METHODS = ("cg", "p-cg", "p(2)-cg", "p-cg-gropp", "p-cg-pr")
+# each of ours (through a Solver) against PETSc's like it
+RATIOS = [("cg", "cg"), ("p-cg", "pipecg"), ("p-cg-gropp", "groppcg"), ("p-cg-pr", "pipeprcg")]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -48,9 +52,9 @@ def worker(sizes, pcs, steps, repeat, with_petsc, latencies):
             for target in TARGETS:
                 c = calibrate_dt(comm, total, target, pc)
                 A, u0 = heat(comm, total, c)
-                funcs = steppers(A, u0, pc)
+                funcs = steppers(A, u0, pc, names=METHODS)
                 if with_petsc:
-                    funcs.update(petsc_steppers(A, u0, pc))
+                    funcs.update(petsc_steppers(A, u0, pc, names=METHODS))
                 row = time_each(comm, funcs, u0, steps, repeat,
                                 {"ranks": comm.size, "pc": pc, "local": total // comm.size, "target": target, "c": c})
                 points[target] = row
@@ -62,7 +66,8 @@ def worker(sizes, pcs, steps, repeat, with_petsc, latencies):
                 c = calibrate_dt(comm, total, TARGETS[-1], pc)
                 A, u0 = heat(comm, total, c)
                 for latency in latencies:
-                    funcs = {k: v for k, v in steppers(A, u0, pc, latency=latency).items() if k.endswith("Solver")}
+                    funcs = {k: v for k, v in steppers(A, u0, pc, latency=latency, names=METHODS).items()
+                             if k.endswith("Solver")}
                     row = time_each(comm, funcs, u0, steps, repeat,
                                     {"ranks": comm.size, "pc": pc, "local": local, "latency_us": latency * 1e6})
                     if comm.rank == 0:
@@ -134,9 +139,9 @@ def main():
 def report(rows, with_petsc):
     import platform
     from pipekrylov.compare import markdown_table
-    from pipekrylov.timing import PETSC_STEPPERS, STEPPERS
-    ours = [f"{n} {how}" for n in STEPPERS for how in ("Solver", "function")]
-    petsc = [f"PETSc {k}" for k in PETSC_STEPPERS.values()] if with_petsc else []
+    from pipekrylov.timing import PETSC_STEPPERS
+    ours = [f"{n} {how}" for n in METHODS for how in ("Solver", "function")]
+    petsc = [f"PETSc {PETSC_STEPPERS[n]}" for n in METHODS] if with_petsc else []
 
     def us(v):
         return "-" if v is None else f"{v:,.1f}"
@@ -145,14 +150,14 @@ def report(rows, with_petsc):
         return "-" if a is None or not b else f"{a / b:.2f}"
     header = ["transport", "ranks", "M", "unknowns/rank", "its/step (cg)"] + ours + petsc
     if with_petsc:
-        header += ["p-cg / pipecg", "cg / PETSc cg"]
+        header += [f"{a} / {b}" for a, b in RATIOS]
     header.append("p(2)-cg / p-cg")
     table = []
     for r in rows["ROW"]:
         line = [r["transport"], r["ranks"], r["pc"], f"{r['local']:,}", f"{r.get('cg Solver its', 0):.1f}"]
         line += [us(r.get(n)) for n in ours + petsc]
         if with_petsc:
-            line += [ratio(r.get("p-cg Solver"), r.get("PETSc pipecg")), ratio(r.get("cg Solver"), r.get("PETSc cg"))]
+            line += [ratio(r.get(f"{a} Solver"), r.get(f"PETSc {b}")) for a, b in RATIOS]
         line.append(ratio(r.get("p(2)-cg Solver"), r.get("p-cg Solver")))
         table.append(line)
     text = [f"time per backward Euler step (us), rtol 1e-8, warm start, set-up not timed; "
@@ -171,13 +176,14 @@ def report(rows, with_petsc):
              markdown_table(["transport", "ranks", "M", "unknowns/rank"] + fixed_names +
                             (["cg / PETSc cg", "p-cg / pipecg"] if with_petsc else []), fixed)]
     if rows["LATENCY"]:
-        names = [f"{n} Solver" for n in STEPPERS]
+        names = [f"{n} Solver" for n in METHODS]
         lat = [[r["ranks"], r["pc"], f"{r['local']:,}", f"{r['latency_us']:g}"] + [us(r.get(n)) for n in names] +
-               [f"{r.get('p-cg Solver its', 0):.1f}", ratio(r.get("p(2)-cg Solver"), r.get("p-cg Solver"))]
+               [f"{r.get('p-cg Solver its', 0):.1f}", ratio(r.get("p(2)-cg Solver"), r.get("p-cg Solver"))] +
+               [ratio(r.get(n), r.get("cg Solver")) for n in names[1:]]
                for r in rows["LATENCY"]]
         text += ["", "with a reduction latency injected (the 40-iteration step)",
                  markdown_table(["ranks", "M", "unknowns/rank", "latency (us)"] + names +
-                                ["its/step (p-cg)", "p(2)-cg / p-cg"], lat)]
+                                ["its/step (p-cg)", "p(2)-cg / p-cg"] + [f"{n} / cg" for n in METHODS[1:]], lat)]
     return "\n".join(text)
 
 

@@ -22,7 +22,8 @@ from .problems import GENERATORS, check_problem_memory, parse_problem, problem_s
 from .parallel.commandline import (ArgumentParser, add_debug_option, at_least, check_output_folder, output_errors,
                                    refuse_nested_launch, run_command)
 
-METHODS = ("cg", "cr", "bicgstab", "gmres", "p-cg", "p-cr", "p-bicgstab", "p-cgs", "p-cg-hs", "p-gmres")
+METHODS = ("cg", "cr", "bicgstab", "gmres", "p-cg", "p-cr", "p-bicgstab", "p-cgs", "p-cg-hs", "p-cg-gropp", "p-cg-pr",
+           "p-gmres")
 
 
 def build_problem(comm, problem, matrix):
@@ -234,7 +235,7 @@ def main(argv=None):
     option("--matrix", help="a Matrix Market (.mtx) or PETSc binary file instead")
     option("--method", default="cg", choices=METHODS, metavar="METHOD",
            help="cg, cr, bicgstab, gmres, or a pipelined method: p-cg, p-cr, p-bicgstab, "
-                "p-cgs, p-cg-hs (derived), p-gmres")
+                "p-cgs, p-cg-hs, p-cg-gropp, p-cg-pr (derived), p-gmres")
     option("--depth", type=int, default=1, help="pipeline depth l of p-cg (p(l)-CG) and p-gmres")
     option("--pc", default=None, help="jacobi, bjacobi, ilu0, ic0 (default none)")
     option("--rtol", type=float, default=1e-8)
@@ -281,7 +282,7 @@ def main(argv=None):
     modelp.add_argument("--plot", metavar="PNG")
     modelp.set_defaults(run=model_command)
     derive = sub.add_parser("derive", help="print a derived pipelined method")
-    derive.add_argument("method", choices=["cg", "cg-hs", "cr", "bicgstab", "cgs", "gmres"])
+    derive.add_argument("method", choices=["cg", "cg-hs", "cg-gropp", "cg-pr", "cr", "bicgstab", "cgs", "gmres"])
     derive.add_argument("--depth", type=int, default=1)
     derive.add_argument("--passes", action="store_true", help="also print every intermediate form")
     derive.add_argument("--code", action="store_true", help="also print the generated kernels and the compiled loop")

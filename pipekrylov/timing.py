@@ -106,7 +106,8 @@ def per_iteration(comm, funcs, n1, n2, repeat=3, budget=1.0):
 # The solvers of a time-stepping run as users call them, default arguments: through a
 # Solver set up once, through the functions, and PETSc's on a KSP set up once.
 STEPPERS = ("cg", "p-cg", "p(2)-cg")
-PETSC_STEPPERS = {"cg": "cg", "p-cg": "pipecg", "p(2)-cg": "pipelcg"}
+PETSC_STEPPERS = {"cg": "cg", "p-cg": "pipecg", "p(2)-cg": "pipelcg", "p-cg-gropp": "groppcg",
+                  "p-cg-pr": "pipeprcg"}
 
 
 def heat(comm, total, c):
@@ -149,19 +150,28 @@ def calibrate_dt(comm, total, iterations, M="jacobi", rtol=1e-8):
     return c
 
 
-def steppers(A, u0, M, latency=0.0, rtol=1e-8):
-    """``{name: step(u, k) -> (u_(k+1), iterations)}``: our solvers through a Solver and
-    through the functions.  Collective (the Solvers' set-up)."""
+def steppers(A, u0, M, latency=0.0, rtol=1e-8, names=STEPPERS):
+    """``{name: step(u, k) -> (u_(k+1), iterations)}``: our solvers ``names`` (a classic
+    one, "p(l)-cg" or a derived "p-...") through a Solver and through the functions.
+    Collective (the Solvers' set-up)."""
     import pipekrylov as pk
     out = {}
-    pcg, plcg = pk.pipelined("cg"), pk.pipelined("cg", depth=2)
-    functions = {"cg": pk.cg, "p-cg": pcg, "p(2)-cg": plcg}
-    for name in STEPPERS:
+    for name in names:
         solver = pk.Solver(A, name, M=M, latency=latency)
         out[f"{name} Solver"] = (lambda s: lambda u, k: _step(s.solve(u + source(k) * u0, u, rtol=rtol)))(solver)
         out[f"{name} function"] = (lambda f: lambda u, k: _step(f(A, u + source(k) * u0, u, rtol=rtol, M=M,
-                                                                   latency=latency)))(functions[name])
+                                                                   latency=latency)))(_function(name))
     return out
+
+
+def _function(name):
+    """The scipy-style function of a stepper's method."""
+    import re
+    import pipekrylov as pk
+    if name == "cg":
+        return pk.cg
+    deep = re.fullmatch(r"p\((\d+)\)-cg", name)
+    return pk.pipelined("cg", depth=int(deep.group(1))) if deep else pk.pipelined(name[2:])
 
 
 def _step(result):
@@ -170,10 +180,11 @@ def _step(result):
     return result.x, result.iterations
 
 
-def petsc_steppers(A, u0, M, rtol=1e-8):
-    """PETSc's cg, pipecg and pipelcg (depth 2, its shifts on [0, 2], which hold the
-    spectrum of either preconditioned heat matrix: PETSc's default lmin = lmax = 0 takes
-    thousands of iterations here) on a KSP set up once, each step ``VecCopy(x, b);
+def petsc_steppers(A, u0, M, rtol=1e-8, names=STEPPERS):
+    """PETSc's counterparts of ``names`` (:data:`PETSC_STEPPERS`: cg, pipecg, groppcg,
+    pipeprcg, and pipelcg of depth 2 with its shifts on [0, 2], which hold the spectrum of
+    either preconditioned heat matrix: PETSc's default lmin = lmax = 0 takes thousands of
+    iterations here) on a KSP set up once, each step ``VecCopy(x, b);
     VecAXPY(b, s_k, u0); KSPSolve(ksp, b, x)``: the time-stepping loop a PETSc user writes.  Our solvers' norms: the unpreconditioned for cg and pipecg, the natural
     for pipelcg (its only).  M: ``"jacobi"`` or ``"ic0"`` (block Jacobi, ICC(0) per rank)."""
     from petsc4py import PETSc
@@ -181,7 +192,7 @@ def petsc_steppers(A, u0, M, rtol=1e-8):
     mat = aij(A)
     pc, options = ("jacobi", []) if M == "jacobi" else ("bjacobi", [("sub_pc_type", "icc")])
     out = {}
-    for name, kind in PETSC_STEPPERS.items():
+    for name, kind in ((name, PETSC_STEPPERS[name]) for name in names):
         extra = [("ksp_pipelcg_pipel", 2), ("ksp_pipelcg_lmax", 2.0)] if kind == "pipelcg" else []
         ksp = make_ksp(mat, kind, pc, rtol=rtol, max_it=10000, unpreconditioned=kind != "pipelcg",
                        options=options + extra)

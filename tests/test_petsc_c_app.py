@@ -170,7 +170,8 @@ PCS = ("none", "jacobi", "bjacobi", "sor", "gamg")
 SAME_NORM, OTHER_NORM = "same", "other"
 PAIRS = {
     "poisson": [("CG", "cg", SAME_NORM), ("PipeCG", "pipecg", SAME_NORM), ("CR", "cr", OTHER_NORM),
-                ("PipeCR", "pipecr", OTHER_NORM), ("PipeLCG", "pipelcg", OTHER_NORM)],
+                ("PipeCR", "pipecr", OTHER_NORM), ("PipeLCG", "pipelcg", OTHER_NORM),
+                ("GroppCG", "groppcg", SAME_NORM), ("PipePRCG", "pipeprcg", SAME_NORM)],
     "convdiff": [("GMRES", "gmres", SAME_NORM), ("PipeLGMRES", "pgmres", SAME_NORM), ("BiCGStab", "bcgs", SAME_NORM),
                  ("PipeBiCGStab", "pipebcgs", SAME_NORM), ("PipeCGS", "cgs", SAME_NORM)],
     # Neumann: singular, the constants its null space (attached to the matrix)
@@ -195,7 +196,8 @@ def ours(name):
 def theirs(kind, problem):
     if problem == "convdiff":
         return [("ksp_type", kind), ("ksp_pc_side", "right")]
-    return [("ksp_type", kind)] + ([("ksp_norm_type", "unpreconditioned")] if kind in ("cg", "pipecg") else [])
+    return [("ksp_type", kind)] + ([("ksp_norm_type", "unpreconditioned")] if kind in ("cg", "pipecg", "groppcg", "pipeprcg")
+                                 else [])
 
 
 def launch(exe, ranks, problem, cases, extra=(), n=30):

@@ -41,7 +41,8 @@ def relative_residual(A, x, b):
     return r.norm() / bv.norm()
 
 
-CASES = [("pipecg", pkp.PipeCG), ("cg", pkp.CG), ("pipebcgs", pkp.PipeBiCGStab), ("bcgs", pkp.BiCGStab)]
+CASES = [("pipecg", pkp.PipeCG), ("cg", pkp.CG), ("groppcg", pkp.GroppCG), ("pipeprcg", pkp.PipePRCG),
+         ("pipebcgs", pkp.PipeBiCGStab), ("bcgs", pkp.BiCGStab)]
 
 
 @pytest.mark.mpi

@@ -153,7 +153,7 @@ def verify(method, depth=1, n=40, iterations=12, tolerance=1e-8):
     method = _method(method)
     rng = np.random.default_rng(7)
     B = sp.random(n, n, density=0.2, random_state=rng, data_rvs=rng.standard_normal)
-    symmetric = method.name in ("cg", "cg-hs", "cr")
+    symmetric = method.name in ("cg", "cg-hs", "cg-gropp", "cg-pr", "cr")
     A = (B @ B.T if symmetric else B) + sp.diags(rng.uniform(2 * np.sqrt(n), 3 * np.sqrt(n), n))
     A = sp.csr_matrix(A)
     b = rng.standard_normal(n)

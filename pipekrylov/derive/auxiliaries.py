@@ -171,7 +171,13 @@ class ImageSearch:
 
 
 def find_segments(method):
-    """The symbolic iteration and auxiliaries with the fewest reduction points that work."""
+    """The symbolic iteration and auxiliaries with the fewest reduction points that work
+    (or with the method's own reduction points)."""
+    if method.cuts:
+        sym = symbolic_iteration(method, method.cuts)
+        if not all(any(s.dot for s in steps) for steps in sym.segments):
+            raise NoPipelinedForm(f"{method.name}: each reduction point needs a dot product after it")
+        return sym, introduce_auxiliaries(sym)
     try:
         sym = symbolic_iteration(method)
         return sym, introduce_auxiliaries(sym)

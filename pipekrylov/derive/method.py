@@ -209,6 +209,11 @@ class Method:
         Operator statements that hold between state vectors in exact arithmetic
         (``"s = A p"`` when ``s`` is kept by a recurrence); residual replacement restores
         them after ``r = b - A x``.
+    reduction_points : tuple of str
+        Iteration statements before which a reduction starts, besides the top of the
+        iteration; each segment's operator applications then overlap its own reduction.
+        Empty (default): the derivation finds the fewest points that work.  Given, it
+        derives that schedule or none (Gropp's CG: ``("q = M s",)``).
     """
 
     name: str
@@ -222,6 +227,7 @@ class Method:
     constants: tuple = ("b",)
     checks: tuple = ()
     invariants: tuple = ()
+    reduction_points: tuple = ()
     parsed_startup: tuple = field(init=False, repr=False, compare=False)
     parsed_iteration: tuple = field(init=False, repr=False, compare=False)
 
@@ -247,6 +253,13 @@ class Method:
         if any(p.kind != "apply" or p.target not in self.state for p in parsed):
             raise ValueError(f"{self.name}: invariants must read 'state = A state' or 'state = M state'")
         object.__setattr__(self, "parsed_invariants", parsed)
+        texts = [" ".join(stmt.text.split()) for stmt in self.parsed_iteration]
+        points = [" ".join(p.split()) for p in self.reduction_points]
+        for point, given in zip(points, self.reduction_points):
+            if point not in texts[1:]:
+                raise ValueError(f"{self.name}: reduction point {given!r} is not a statement of the iteration "
+                                 "after its first")
+        object.__setattr__(self, "cuts", tuple(sorted({texts.index(p) for p in points})))
         if self.norm not in ("2", "natural"):
             raise ValueError(f"{self.name}: norm must be '2' or 'natural', got {self.norm!r}")
         finishes = {}

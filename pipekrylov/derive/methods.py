@@ -1,7 +1,7 @@
 """The base methods, each written as in the textbook (compare line by line)."""
 from .method import Method
 
-__all__ = ["CG", "CG_HS", "CR", "BICGSTAB", "CGS", "BASE_METHODS"]
+__all__ = ["CG", "CG_HS", "CG_GROPP", "CG_PR", "CR", "BICGSTAB", "CGS", "BASE_METHODS"]
 
 # Preconditioned CG in the Chronopoulos & Gear (1989) form: the two dot products of an
 # iteration, (r, u) and (A u, u), taken together, and (p, A p) from the recurrence
@@ -50,6 +50,70 @@ CG_HS = Method(
         "gamma_old = gamma",
     ),
     checks=(("gamma >= 0", "diverged_indefinite_pc"), ("delta > 0", "diverged_indefinite_mat")),
+)
+
+# Preconditioned CG in the form Gropp's CG overlaps (Gropp, "Update on libraries for
+# blue waters", 2010; PETSc's KSPGROPPCG): u = M r kept by the recurrence u = u - alpha q
+# with q = M s, so that each of the two reductions has one operator application to hide
+# behind: w = A u behind (r, u), q = M s behind (p, s).  The reduction point before
+# "q = M s" is given: with the fewest points the derivation would give a p-CG instead.
+CG_GROPP = Method(
+    name="cg-gropp", title="Preconditioned Conjugate Gradients (Gropp's form)",
+    state=("x", "r", "u", "p", "s"),
+    startup=("Ax = A x", "r = b - Ax", "u = M r", "p = 0", "s = 0", "gamma_old = float('inf')"),
+    iteration=(
+        "w = A u",
+        "gamma = (r, u)",
+        "beta = gamma / gamma_old",
+        "p = u + beta*p",
+        "s = w + beta*s",
+        "q = M s",
+        "delta = (p, s)",
+        "alpha = gamma / delta",
+        "x = x + alpha*p",
+        "r = r - alpha*s",
+        "u = u - alpha*q",
+        "gamma_old = gamma",
+    ),
+    checks=(("gamma >= 0", "diverged_indefinite_pc"), ("delta > 0", "diverged_indefinite_mat")),
+    invariants=("u = M r", "s = A p"),
+    reduction_points=("q = M s",),
+)
+
+# Predict-and-recompute CG (Chen & Carson, SISC 2020, their pipe-PR-CG; PETSc's
+# KSPPIPEPRCG with its default -recompute_w): the next (r, M r) is predicted by expanding
+# it in this iteration's dots, which gives beta, and recomputed in the next reduction,
+# which gives alpha; A M r is recomputed from M r rather than carried by a recurrence.
+# Every dot is of state vectors, so the operators of an iteration (two A, two M) all
+# overlap its one reduction: the attainable accuracy of classic CG at p-CG's one
+# reduction, for twice p-CG's operator applications.
+CG_PR = Method(
+    name="cg-pr", title="Predict-and-recompute Conjugate Gradients",
+    state=("x", "r", "rt", "p", "s", "st"),
+    startup=("Ax = A x", "r = b - Ax", "rt = M r", "p = rt", "s = A p", "st = M s"),
+    iteration=(
+        "nu = (rt, r)",
+        "mu = (p, s)",
+        "delta = (rt, s)",
+        "gamma = (st, s)",
+        "w = A rt",
+        "wt = M w",
+        "u = A st",
+        "ut = M u",
+        "alpha = nu / mu",
+        "nu_next = nu - 2*alpha*delta + alpha*alpha*gamma",
+        "beta = nu_next / nu",
+        "x = x + alpha*p",
+        "r = r - alpha*s",
+        "rt = rt - alpha*st",
+        "w = w - alpha*u",
+        "wt = wt - alpha*ut",
+        "p = rt + beta*p",
+        "s = w + beta*s",
+        "st = wt + beta*st",
+    ),
+    checks=(("nu >= 0", "diverged_indefinite_pc"), ("mu > 0", "diverged_indefinite_mat")),
+    invariants=("rt = M r", "s = A p", "st = M s"),
 )
 
 # Preconditioned Conjugate Residuals in the same form (Ghysels & Vanroose's base for
@@ -138,4 +202,4 @@ CGS = Method(
     checks=(("rho != 0", "diverged_breakdown_bicg"), ("r0v != 0", "diverged_breakdown")),
 )
 
-BASE_METHODS = {m.name: m for m in (CG, CG_HS, CR, BICGSTAB, CGS)}
+BASE_METHODS = {m.name: m for m in (CG, CG_HS, CG_GROPP, CG_PR, CR, BICGSTAB, CGS)}

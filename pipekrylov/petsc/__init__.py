@@ -19,6 +19,7 @@ The contexts, one per method:
 ``pipekrylov.petsc.BiCGStab``    classic BiCGStab    ``PipeBiCGStab``  derived p-BiCGStab
 ``pipekrylov.petsc.GMRES``       classic GMRES(m)    ``PipeCGS``       derived p-CGS
 ``pipekrylov.petsc.PipeLCG``     p(l)-CG (deep)      ``PipeLGMRES``    p(l)-GMRES (deep)
+``pipekrylov.petsc.GroppCG``     Gropp's CG          ``PipePRCG``      predict-and-recompute p-CG
 ========================  ==========================================================
 
 Options under the KSP's prefix: ``-ksp_pipekrylov_replacement`` (automatic residual
@@ -60,10 +61,10 @@ each iteration instead, the solution vector holding the iterate (a call into Pyt
 iteration: measured in docs/compiled-loop.md).
 """
 from .binding import Binding, PETScOperator, PETScPC, aij
-from .contexts import (CG, CR, GMRES, BiCGStab, Classic, Context, Deep, Derived, PipeBiCGStab, PipeCG, PipeCGS,
-                       PipeCR, PipeLCG, PipeLGMRES)
+from .contexts import (CG, CR, GMRES, BiCGStab, Classic, Context, Deep, Derived, GroppCG, PipeBiCGStab, PipeCG,
+                       PipeCGS, PipeCR, PipeLCG, PipeLGMRES, PipePRCG)
 from .ksp import make_ksp, run_ksp
 
-__all__ = ["CG", "CR", "BiCGStab", "GMRES", "PipeCG", "PipeCR", "PipeBiCGStab", "PipeCGS", "PipeLCG",
+__all__ = ["CG", "CR", "BiCGStab", "GMRES", "PipeCG", "PipeCR", "PipeBiCGStab", "PipeCGS", "GroppCG", "PipePRCG", "PipeLCG",
            "PipeLGMRES", "Context", "Classic", "Derived", "Deep", "Binding", "PETScOperator", "PETScPC", "aij",
            "make_ksp", "run_ksp"]

@@ -9,7 +9,8 @@ from petsc4py import PETSc
 from ..solvers.result import REASONS
 from .binding import Binding
 
-__all__ = ["Context", "Classic", "Derived", "Deep", "CG", "CR", "BiCGStab", "GMRES", "PipeCG", "PipeCR",
+__all__ = ["Context", "Classic", "Derived", "Deep", "CG", "CR", "BiCGStab", "GMRES", "PipeCG", "GroppCG", "PipePRCG",
+           "PipeCR",
            "PipeBiCGStab", "PipeCGS", "PipeLCG", "PipeLGMRES"]
 
 # KSPs that use our contexts.  petsc4py 3.18 defers the destruction of a parallel KSP
@@ -332,6 +333,14 @@ class GMRES(Classic):
 
 class PipeCG(Derived):
     method = "cg"
+
+
+class GroppCG(Derived):
+    method = "cg-gropp"
+
+
+class PipePRCG(Derived):
+    method = "cg-pr"
 
 
 class PipeCR(Derived):

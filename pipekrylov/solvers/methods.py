@@ -3,7 +3,8 @@ import re
 
 __all__ = ["loop_spec", "METHODS"]
 
-METHODS = ("cg", "cr", "bicgstab", "gmres", "p-cg", "p-cr", "p-bicgstab", "p-cgs", "p-cg-hs", "p(l)-cg",
+METHODS = ("cg", "cr", "bicgstab", "gmres", "p-cg", "p-cr", "p-bicgstab", "p-cgs", "p-cg-hs", "p-cg-gropp", "p-cg-pr",
+           "p(l)-cg",
            "p(l)-gmres")
 
 
