@@ -151,8 +151,8 @@ def calibrate_dt(comm, total, iterations, M="jacobi", rtol=1e-8):
 
 
 def steppers(A, u0, M, latency=0.0, rtol=1e-8, names=STEPPERS):
-    """``{name: step(u, k) -> (u_(k+1), iterations)}``: our solvers ``names`` (a classic
-    one, "p(l)-cg" or a derived "p-...") through a Solver and through the functions.
+    """``{name: step(u, k) -> (u_(k+1), iterations)}``: our solvers ``names`` (cg,
+    p(2)-cg or a derived "p-...") through a Solver and through the functions.
     Collective (the Solvers' set-up)."""
     import pipekrylov as pk
     out = {}
@@ -165,13 +165,13 @@ def steppers(A, u0, M, latency=0.0, rtol=1e-8, names=STEPPERS):
 
 
 def _function(name):
-    """The scipy-style function of a stepper's method."""
-    import re
+    """The scipy-style function of a stepper's method: CG, p(2)-CG or a derived "p-..."."""
     import pipekrylov as pk
     if name == "cg":
         return pk.cg
-    deep = re.fullmatch(r"p\((\d+)\)-cg", name)
-    return pk.pipelined("cg", depth=int(deep.group(1))) if deep else pk.pipelined(name[2:])
+    if name == "p(2)-cg":
+        return pk.pipelined("cg", depth=2)
+    return pk.pipelined(name[2:])
 
 
 def _step(result):
