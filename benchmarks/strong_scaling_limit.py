@@ -1,7 +1,8 @@
 """Time per iteration in the strong-scaling limit: few unknowns per rank, reductions that
 cost more than the local work.  Our cg, p-cg, p(2)-cg (on the compiled and the Python
-loop where they have both), Gropp's CG and predict-and-recompute p-CG against PETSc's cg,
-pipecg, pipelcg, groppcg and pipeprcg, in one run:
+loop where they have both), Gropp's CG, predict-and-recompute p-CG and s-step CG (s = 4
+and 8; PETSc has none: against its pipecg) against PETSc's cg, pipecg, pipelcg, groppcg
+and pipeprcg, in one run:
 
     python -m benchmarks.strong_scaling_limit                  # every case below
     python -m benchmarks.strong_scaling_limit --ranks 1 2 --transports shm --sizes 256 1024
@@ -44,7 +45,8 @@ from pipekrylov.timing import PLCG, per_iteration, petsc_solver, poisson
 
 SIZES = [256, 1024, 4096, 16384, 65536]
 TOTAL = 10 ** 6
-OURS = ["cg", "p-cg compiled", "p-cg python", "p(2)-cg compiled", "p(2)-cg python", "gropp-cg", "p-cg-pr"]
+OURS = ["cg", "p-cg compiled", "p-cg python", "p(2)-cg compiled", "p(2)-cg python", "gropp-cg", "p-cg-pr", "s(4)-cg",
+        "s(8)-cg"]
 PETSC = ["PETSc cg", "PETSc pipecg", "PETSc pipelcg", "PETSc groppcg", "PETSc pipeprcg"]
 OURS_GMRES = ["gmres", "gmres cgs2", "gmres cgs", "p(1)-gmres", "p(2)-gmres"]
 PETSC_GMRES = ["PETSc gmres", "PETSc pgmres", "PETSc pipefgmres"]
@@ -72,6 +74,8 @@ def our_solvers():
                                                          **PLCG, **kw),
         "gropp-cg": lambda A, b, n, **kw: gropp(A, b, rtol=0.0, maxiter=n, M="jacobi", **kw),
         "p-cg-pr": lambda A, b, n, **kw: prcg(A, b, rtol=0.0, maxiter=n, M="jacobi", **kw),
+        "s(4)-cg": lambda A, b, n, **kw: pk.sstep_cg(A, b, s=4, rtol=0.0, maxiter=n, M="jacobi", **kw),
+        "s(8)-cg": lambda A, b, n, **kw: pk.sstep_cg(A, b, s=8, rtol=0.0, maxiter=n, M="jacobi", **kw),
     }
 
 
@@ -222,7 +226,8 @@ def report(rows, with_petsc, family="cg"):
     ours, petsc, reference, petsc_reference = FAMILIES[family]
     names = ours + (petsc if with_petsc else [])
     ratios = GMRES_RATIOS if family == "gmres" else [("p-cg compiled", "PETSc pipecg"), ("p-cg compiled", "PETSc cg"),
-                                                     ("gropp-cg", "PETSc groppcg"), ("p-cg-pr", "PETSc pipeprcg")]
+                                                     ("gropp-cg", "PETSc groppcg"), ("p-cg-pr", "PETSc pipeprcg"),
+                                                     ("s(4)-cg", "PETSc pipecg")]
     header = ["transport", "ranks", "unknowns/rank"] + names + [f"{reference} fixed", f"{petsc_reference} fixed"] * with_petsc
     header += [f"{a} / {b.split()[1]}" for a, b in ratios] * with_petsc + ["allreduce", "hidden"]
     table = []

@@ -1,8 +1,9 @@
 """Whole solves as users make them: 100 backward Euler steps of the heat equation on a 2D
 grid, each a solve of ``(I + dt L) u_new = u`` warm-started from ``u``, rtol 1e-8.  Our
-cg, p-cg, p(2)-cg, Gropp's CG and predict-and-recompute p-CG with default arguments,
-through a Solver set up once and through the functions, against PETSc's cg, pipecg,
-pipelcg, groppcg and pipeprcg on a KSP set up once, in one run:
+cg, p-cg, p(2)-cg, Gropp's CG, predict-and-recompute p-CG and s-step CG (s = 4, which
+PETSc lacks) with default arguments, through a Solver set up once and through the
+functions, against PETSc's cg, pipecg, pipelcg, groppcg and pipeprcg on a KSP set up
+once, in one run:
 
     python -m benchmarks.time_stepping                     # every case below
     python -m benchmarks.time_stepping --ranks 1 --transports shm --pcs jacobi --sizes 256 1024
@@ -35,7 +36,7 @@ SIZES = [256, 1024, 4096, 16384]
 TARGETS = [10, 40]   # iterations per step
 LATENCIES = [50e-6, 100e-6]
 LATENCY_SIZE = 4096
-METHODS = ("cg", "p-cg", "p(2)-cg", "p-cg-gropp", "p-cg-pr")
+METHODS = ("cg", "p-cg", "p(2)-cg", "p-cg-gropp", "p-cg-pr", "s-cg")   # s-cg: s-step CG, s = 4 (PETSc has none)
 # each of ours (through a Solver) against PETSc's like it
 RATIOS = [("cg", "cg"), ("p-cg", "pipecg"), ("p-cg-gropp", "groppcg"), ("p-cg-pr", "pipeprcg")]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -141,7 +142,7 @@ def report(rows, with_petsc):
     from pipekrylov.compare import markdown_table
     from pipekrylov.timing import PETSC_STEPPERS
     ours = [f"{n} {how}" for n in METHODS for how in ("Solver", "function")]
-    petsc = [f"PETSc {PETSC_STEPPERS[n]}" for n in METHODS] if with_petsc else []
+    petsc = [f"PETSc {PETSC_STEPPERS[n]}" for n in METHODS if n in PETSC_STEPPERS] if with_petsc else []
 
     def us(v):
         return "-" if v is None else f"{v:,.1f}"

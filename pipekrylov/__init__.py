@@ -16,6 +16,7 @@ _LAZY = {
     "read_petsc_binary": "pipekrylov.matrix",
     "write_petsc_binary": "pipekrylov.matrix",
     "cg": "pipekrylov.solvers",
+    "sstep_cg": "pipekrylov.solvers",
     "cr": "pipekrylov.solvers",
     "bicgstab": "pipekrylov.solvers",
     "gmres": "pipekrylov.solvers",

@@ -9,6 +9,7 @@
     demo    the main job: where pipelining wins, against the unknowns per rank and an
             injected reduction latency; a table and a picture (this is ``make demo``)
 """
+import functools
 import json
 import math
 import os
@@ -23,7 +24,7 @@ from .parallel.commandline import (ArgumentParser, add_debug_option, at_least, c
                                    refuse_nested_launch, run_command)
 
 METHODS = ("cg", "cr", "bicgstab", "gmres", "p-cg", "p-cr", "p-bicgstab", "p-cgs", "p-cg-hs", "p-cg-gropp", "p-cg-pr",
-           "p-gmres")
+           "p-gmres", "s-cg")
 
 
 def build_problem(comm, problem, matrix):
@@ -46,7 +47,7 @@ def solve_record(args, comm):
         A, label = build_problem(comm, args.problem, args.matrix)
         # b = A * ones, so the error is measurable and every method has the same target
         b = A.matvec(np.ones(A.partition.nlocal))
-        solver = make_solver(args.method, args.depth)
+        solver = make_solver(args.method, args.depth, args.s)
         loop = {"loop": args.loop}
         solver(A, b, rtol=0.0, maxiter=2, M=args.pc, **loop)
     res = solver(A, b, rtol=args.rtol, atol=args.atol, maxiter=args.maxiter, M=args.pc,
@@ -62,8 +63,10 @@ def solve_record(args, comm):
     return record
 
 
-def make_solver(method, depth=1):
+def make_solver(method, depth=1, s=4):
     import pipekrylov as pk
+    if method == "s-cg":
+        return functools.partial(pk.sstep_cg, s=s)
     return pk.pipelined(method[2:], depth=depth) if method.startswith("p-") else getattr(pk, method)
 
 
@@ -235,8 +238,9 @@ def main(argv=None):
     option("--matrix", help="a Matrix Market (.mtx) or PETSc binary file instead")
     option("--method", default="cg", choices=METHODS, metavar="METHOD",
            help="cg, cr, bicgstab, gmres, or a pipelined method: p-cg, p-cr, p-bicgstab, "
-                "p-cgs, p-cg-hs, p-cg-gropp, p-cg-pr (derived), p-gmres")
+                "p-cgs, p-cg-hs, p-cg-gropp, p-cg-pr (derived), p-gmres; s-cg (s-step CG)")
     option("--depth", type=int, default=1, help="pipeline depth l of p-cg (p(l)-CG) and p-gmres")
+    option("--s", type=int, default=4, help="iterations per reduction of s-cg (1 to 10)")
     option("--pc", default=None, help="jacobi, bjacobi, ilu0, ic0 (default none)")
     option("--rtol", type=float, default=1e-8)
     option("--atol", type=float, default=0.0)

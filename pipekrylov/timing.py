@@ -152,7 +152,7 @@ def calibrate_dt(comm, total, iterations, M="jacobi", rtol=1e-8):
 
 def steppers(A, u0, M, latency=0.0, rtol=1e-8, names=STEPPERS):
     """``{name: step(u, k) -> (u_(k+1), iterations)}``: our solvers ``names`` (cg,
-    p(2)-cg or a derived "p-...") through a Solver and through the functions.
+    p(2)-cg, s-cg or a derived "p-...") through a Solver and through the functions.
     Collective (the Solvers' set-up)."""
     import pipekrylov as pk
     out = {}
@@ -165,10 +165,13 @@ def steppers(A, u0, M, latency=0.0, rtol=1e-8, names=STEPPERS):
 
 
 def _function(name):
-    """The scipy-style function of a stepper's method: CG, p(2)-CG or a derived "p-..."."""
+    """The scipy-style function of a stepper's method: CG, p(2)-CG, s-step CG or a
+    derived "p-..."."""
     import pipekrylov as pk
     if name == "cg":
         return pk.cg
+    if name == "s-cg":
+        return pk.sstep_cg
     if name == "p(2)-cg":
         return pk.pipelined("cg", depth=2)
     return pk.pipelined(name[2:])
@@ -181,7 +184,7 @@ def _step(result):
 
 
 def petsc_steppers(A, u0, M, rtol=1e-8, names=STEPPERS):
-    """PETSc's counterparts of ``names`` (:data:`PETSC_STEPPERS`: cg, pipecg, groppcg,
+    """PETSc's counterparts of ``names`` that have one (:data:`PETSC_STEPPERS`: cg, pipecg, groppcg,
     pipeprcg, and pipelcg of depth 2 with its shifts on [0, 2], which hold the spectrum of
     either preconditioned heat matrix: PETSc's default lmin = lmax = 0 takes thousands of
     iterations here) on a KSP set up once, each step ``VecCopy(x, b);
@@ -192,7 +195,7 @@ def petsc_steppers(A, u0, M, rtol=1e-8, names=STEPPERS):
     mat = aij(A)
     pc, options = ("jacobi", []) if M == "jacobi" else ("bjacobi", [("sub_pc_type", "icc")])
     out = {}
-    for name, kind in ((name, PETSC_STEPPERS[name]) for name in names):
+    for name, kind in ((name, PETSC_STEPPERS[name]) for name in names if name in PETSC_STEPPERS):
         extra = [("ksp_pipelcg_pipel", 2), ("ksp_pipelcg_lmax", 2.0)] if kind == "pipelcg" else []
         ksp = make_ksp(mat, kind, pc, rtol=rtol, max_it=10000, unpreconditioned=kind != "pipelcg",
                        options=options + extra)

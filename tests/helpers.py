@@ -104,3 +104,22 @@ def problem(comm, name):
         return getattr(generators, name)(comm, n), reference_stencil(name, n)
     A = load(name)
     return pk.DistributedCSR.from_scipy(A, comm), A
+
+
+def symmetric_generators(comm):
+    """The symmetric generators at the sizes the Krylov tests solve."""
+    import pipekrylov as pk
+    return {"poisson2d": pk.poisson2d(comm, 40), "poisson3d": pk.poisson3d(comm, 12),
+            "anisotropic2d": pk.anisotropic2d(comm, 40)}
+
+
+def rhs(A):
+    """b = A 1 for a DistributedCSR (this rank's rows)."""
+    return A.matvec(np.ones(A.partition.nlocal))
+
+
+def true_residual(A, x, b):
+    """``||b - A x|| / ||b||`` over every rank of a DistributedCSR."""
+    r = b - A.matvec(x)
+    comm = A.comm
+    return np.sqrt(comm.allreduce(r @ r) / comm.allreduce(b @ b))

@@ -13,24 +13,9 @@ import pipekrylov as pk
 from pipekrylov.deep import chebyshev_shifts, plcg, plgmres
 from pipekrylov.deep.basis import BandedColumns, SqrtBreakdown, complete_column
 from pipekrylov.loops.plcg import W_NAMES
-from helpers import SPD, load, textbook_pcg
+from helpers import SPD, load, textbook_pcg, rhs, symmetric_generators as generators, true_residual
 
 DEPTHS = [1, 2, 3, 4, 5]
-
-
-def generators(comm):
-    return {"poisson2d": pk.poisson2d(comm, 40), "poisson3d": pk.poisson3d(comm, 12),
-            "anisotropic2d": pk.anisotropic2d(comm, 40)}
-
-
-def rhs(A):
-    return A.matvec(np.ones(A.partition.nlocal))
-
-
-def true_residual(A, x, b):
-    r = b - A.matvec(x)
-    comm = A.comm
-    return np.sqrt(comm.allreduce(r @ r) / comm.allreduce(b @ b))
 
 
 # ---------------------------------------------------------------- the small algebra

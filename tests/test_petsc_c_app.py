@@ -171,7 +171,7 @@ SAME_NORM, OTHER_NORM = "same", "other"
 PAIRS = {
     "poisson": [("CG", "cg", SAME_NORM), ("PipeCG", "pipecg", SAME_NORM), ("CR", "cr", OTHER_NORM),
                 ("PipeCR", "pipecr", OTHER_NORM), ("PipeLCG", "pipelcg", OTHER_NORM),
-                ("GroppCG", "groppcg", SAME_NORM), ("PipePRCG", "pipeprcg", SAME_NORM)],
+                ("GroppCG", "groppcg", SAME_NORM), ("PipePRCG", "pipeprcg", SAME_NORM), ("SStepCG", "cg", OTHER_NORM)],
     "convdiff": [("GMRES", "gmres", SAME_NORM), ("PipeLGMRES", "pgmres", SAME_NORM), ("BiCGStab", "bcgs", SAME_NORM),
                  ("PipeBiCGStab", "pipebcgs", SAME_NORM), ("PipeCGS", "cgs", SAME_NORM)],
     # Neumann: singular, the constants its null space (attached to the matrix)

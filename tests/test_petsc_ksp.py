@@ -94,6 +94,24 @@ def test_deep_contexts_solve_with_petsc_pcs_and_show_their_depth(comm, context, 
     assert reason > 0 and abs(ours - theirs) <= 0.1 * theirs + depth, (ours, theirs)
 
 
+@pytest.mark.mpi
+def test_sstep_context_solves_with_petsc_pcs_and_takes_its_s(comm):
+    """s-step CG as a KSP type: -ksp_pipekrylov_s, PETSc's jacobi PC on the compiled
+    loop, one reduction of Gram matrices per block, PETSc's cg iterations within 10%
+    (the norms tested differ: the natural one for ours), the tolerance met by b - A x."""
+    A = petsc_poisson(comm, 30)
+    ksp = pkp.make_ksp(A, pkp.SStepCG, "jacobi", options=[("ksp_pipekrylov_s", 6)])
+    _, reason, x = pkp.run_ksp(ksp)
+    assert reason > 0 and relative_residual(A, x, 1.0) <= 1e-8 * 1.01
+    ctx = ksp.getPythonContext()
+    assert ctx.s == 6 and ctx.last_result.loop == "compiled" and ctx.last_result.s == 6
+    assert ctx.last_result.reductions.count <= 6 + ksp.getIterationNumber() // 6 + 3
+    ours = ksp.getIterationNumber()
+    ksp.destroy()
+    theirs, reason, _, _ = solve(A, "cg")
+    assert reason > 0 and abs(ours - theirs) <= 0.1 * theirs + 2, (ours, theirs)
+
+
 SPD_PAIRS = [("cg", pkp.CG), ("pipecg", pkp.PipeCG)]
 NONSYMMETRIC_PAIRS = [("bcgs", pkp.BiCGStab), ("pipebcgs", pkp.PipeBiCGStab), ("gmres", pkp.GMRES)]
 # Where the two do not agree within 5%.  PETSc's ILU(0) blocks are indefinite on bcsstk15:

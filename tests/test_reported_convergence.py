@@ -29,6 +29,7 @@ METHODS = {   # name -> (solver, the matrices it applies to)
     "p(3)-cg": (pk.pipelined("cg", 3), SPD),
     "p(1)-gmres": (pk.pipelined("gmres", 1), SMALL_SPD + NONSYMMETRIC),
     "p(2)-gmres": (pk.pipelined("gmres", 2), SMALL_SPD + NONSYMMETRIC),
+    "s(4)-cg": (pk.sstep_cg, SPD),
 }
 CASES = [(name, matrix) for name, (_, matrices) in METHODS.items() for matrix in matrices]
 

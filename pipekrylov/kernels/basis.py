@@ -9,7 +9,9 @@ unknowns, where everything is in L2.)  A projection takes its dots in pairs and 
 combination its rows in fours, each entry's operations in the same order as one row at
 a time (the same bits): the vector is read once per pair or four rows, which at 16,384
 unknowns, the basis in L3, made projections 1.1-1.3x and combinations 1.5-1.7x faster
-(Zen 4)."""
+(Zen 4).  An s-step block's Gram matrix (:func:`gram`: every pair of up to 21 rows) is
+blocked: each row read once, every dot's part taken from L1, its sums over the blocks in
+order (fixed bits, not :func:`dot`'s)."""
 import numba
 
 from .compile import NO_REFCOUNT, jit
@@ -17,7 +19,7 @@ from .fused import dot
 from .lanes import lane_sums_grid, lane_sums_pair, lanes_total
 
 __all__ = ["next_column", "combine", "project", "project_two", "subtract_combination", "subtract_combinations",
-           "add_combination", "divide"]
+           "add_combination", "divide", "gram", "recover_block"]
 
 
 @numba.njit(cache=True, nogil=True, **NO_REFCOUNT)
@@ -199,3 +201,94 @@ def divide(w, divisor, out):
     """``out = w / divisor``, each entry divided (not multiplied by the reciprocal)."""
     for i in range(w.shape[0]):
         out[i] = w[i] / divisor
+
+
+@jit(["void(float64[:, ::1], float64[:, ::1], int64, float64[::1], float64[::1], float64[::1], float64[::1], "
+      "float64[::1], float64[::1])"], noalias=True, refcount=False, fastmath=False)
+def recover_block(Y, T, rows, a, b, c, x, p, r):
+    """An s-step block's end in one pass per four rows: ``x += Y a``, ``p = Y b``,
+    ``r = T c`` (T may be Y: both are only read), each entry summed in row order from
+    0.0 (x from its value).  The outputs are separate arrays, none a row of Y or T
+    (``noalias``: three stores in one loop are vectorized only then)."""
+    n = x.shape[0]
+    for i in range(n):
+        p[i] = 0.0
+        r[i] = 0.0
+    k = 0
+    while k + 4 <= rows:
+        a0, a1, a2, a3 = a[k], a[k + 1], a[k + 2], a[k + 3]
+        b0, b1, b2, b3 = b[k], b[k + 1], b[k + 2], b[k + 3]
+        c0, c1, c2, c3 = c[k], c[k + 1], c[k + 2], c[k + 3]
+        v0, v1, v2, v3 = Y[k], Y[k + 1], Y[k + 2], Y[k + 3]
+        u0, u1, u2, u3 = T[k], T[k + 1], T[k + 2], T[k + 3]
+        for i in range(n):
+            y0, y1, y2, y3 = v0[i], v1[i], v2[i], v3[i]
+            x[i] = (((x[i] + a0 * y0) + a1 * y1) + a2 * y2) + a3 * y3
+            p[i] = (((p[i] + b0 * y0) + b1 * y1) + b2 * y2) + b3 * y3
+            r[i] = (((r[i] + c0 * u0[i]) + c1 * u1[i]) + c2 * u2[i]) + c3 * u3[i]
+        k += 4
+    while k < rows:
+        ak, bk, ck, v, u = a[k], b[k], c[k], Y[k], T[k]
+        for i in range(n):
+            x[i] += ak * v[i]
+            p[i] += bk * v[i]
+            r[i] += ck * u[i]
+        k += 1
+
+
+GRAM_CHUNK = 256   # entries of each row a Gram pass keeps in L1 (2 KB: 18 rows, s = 4, fill 36 of 48 KB)
+
+
+@numba.njit(cache=True, nogil=True, **NO_REFCOUNT)
+def gram(T, Y, used, lanes, out):
+    """The upper triangle of ``T^T Y`` over the first ``used`` rows into ``out``, column
+    after column (``T_a . Y_b``, ``a <= b``, at ``b (b + 1) / 2 + a``); ``lanes``, scratch
+    of at least that many rows of eight.  Every row is read once from memory: in chunks
+    of :data:`GRAM_CHUNK` entries, on which every dot takes its part from L1, two rows
+    by two columns at a time (four independent sums).  Each dot is eight lane sums, each
+    over the chunks in order, then added as :func:`dot` adds them: its bits depend on the
+    chunk, not on where the code is compiled.  (Row by row from L2, as
+    :func:`project_two`, it took 3x as long at 4,096 unknowns: bandwidth.)"""
+    n = Y.shape[1]
+    whole = n - n % 8
+    count = used * (used + 1) // 2
+    for k in range(count):
+        for q in range(8):
+            lanes[k, q] = 0.0
+    for lo in range(0, whole, GRAM_CHUNK):
+        hi = min(lo + GRAM_CHUNK, whole)
+        for b in range(0, used, 2):
+            c = min(b + 1, used - 1)          # the columns b and c (c = b at an odd end)
+            u, w = Y[b][lo:hi], Y[c][lo:hi]
+            for a in range(0, c + 1, 2):
+                d = min(a + 1, c)             # the rows a and d
+                (p0, p1, p2, p3, p4, p5, p6, p7, q0, q1, q2, q3, q4, q5, q6, q7,
+                 r0, r1, r2, r3, r4, r5, r6, r7, t0, t1, t2, t3, t4, t5, t6, t7) = \
+                    lane_sums_grid(T[a][lo:hi], T[d][lo:hi], u, w)
+                _add_lanes(lanes, b * (b + 1) // 2 + a, p0, p1, p2, p3, p4, p5, p6, p7)
+                if c > b:
+                    _add_lanes(lanes, c * (c + 1) // 2 + a, q0, q1, q2, q3, q4, q5, q6, q7)
+                if a < d <= b:
+                    _add_lanes(lanes, b * (b + 1) // 2 + d, r0, r1, r2, r3, r4, r5, r6, r7)
+                if d > a and c > b:
+                    _add_lanes(lanes, c * (c + 1) // 2 + d, t0, t1, t2, t3, t4, t5, t6, t7)
+    for b in range(used):
+        for a in range(b + 1):
+            k = b * (b + 1) // 2 + a
+            ta, yb = T[a], Y[b]
+            for j in range(whole, n):
+                lanes[k, 0] += ta[j] * yb[j]
+            out[k] = lanes_total(lanes[k, 0], lanes[k, 1], lanes[k, 2], lanes[k, 3], lanes[k, 4], lanes[k, 5],
+                                 lanes[k, 6], lanes[k, 7])
+
+
+@numba.njit(cache=True, nogil=True, inline="always", **NO_REFCOUNT)
+def _add_lanes(lanes, k, s0, s1, s2, s3, s4, s5, s6, s7):
+    lanes[k, 0] += s0
+    lanes[k, 1] += s1
+    lanes[k, 2] += s2
+    lanes[k, 3] += s3
+    lanes[k, 4] += s4
+    lanes[k, 5] += s5
+    lanes[k, 6] += s6
+    lanes[k, 7] += s7

@@ -293,6 +293,27 @@ class Deep(Context):
         return lines
 
 
+class SStep(Context):
+    """s-step CG (:func:`pipekrylov.sstep_cg`) as a KSP: ``-ksp_pipekrylov_s`` iterations
+    per reduction (default 4)."""
+
+    kind = "s-step"
+
+    def __init__(self):
+        super().__init__()
+        self.s = 4
+
+    def options(self, options):
+        self.s = options.getInt("ksp_pipekrylov_s", self.s)
+
+    def method_spec(self):
+        return "s-cg", {"s": self.s}
+
+    def describe(self):
+        return [f"s: {self.s} iterations per reduction (a Newton basis, shifts from the solve's Ritz values)",
+                f"loop: {self.loop}"]
+
+
 REFINEMENTS = {"refine_always": "cgs2", "refine_never": "cgs"}   # PETSc's -ksp_gmres_cgs_refinement_type
 GRAM_SCHMIDT = {"cgs2": "twice (refine_always)", "cgs": "once (refine_never)",
                 "dcgs2": "twice, the second pass a step late (DCGS2: one reduction a step)"}
@@ -361,3 +382,7 @@ class PipeLCG(Deep):
 
 class PipeLGMRES(Deep):
     method = "gmres"
+
+
+class SStepCG(SStep):
+    method = "cg"

@@ -2,7 +2,7 @@
 :mod:`pipekrylov.loops.cg`)."""
 from .solver import solve_once
 
-__all__ = ["cg"]
+__all__ = ["cg", "sstep_cg"]
 
 
 def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
@@ -49,3 +49,19 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     """
     return solve_once("cg", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback, comm=comm,
                       monitor=monitor, latency=latency, loop=loop)
+
+
+def sstep_cg(A, b, x0=None, *, s=4, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+             comm=None, monitor=False, latency=0.0, loop="auto"):
+    """Solve ``A x = b`` (``A`` SPD) by s-step CG: one blocking reduction per ``s``
+    iterations (:mod:`pipekrylov.loops.sstep`).  Collective.
+
+    Arguments and result as :func:`cg`, plus ``s`` (1 to 10), the iterations of a block.
+    The norm tested is the 2-norm, as CG's.  The result also has ``s``,
+    ``short_blocks`` (blocks ended early where their basis lost rank) and ``lambda_max``
+    (the estimate the Newton basis was made on; a :class:`Solver` keeps it for its later
+    solves with the same matrix).
+    """
+    from ..loops.sstep import SStepCG
+    return solve_once(SStepCG(s), A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
+                      comm=comm, monitor=monitor, latency=latency, loop=loop)

@@ -5,7 +5,7 @@ __all__ = ["loop_spec", "METHODS"]
 
 METHODS = ("cg", "cr", "bicgstab", "gmres", "p-cg", "p-cr", "p-bicgstab", "p-cgs", "p-cg-hs", "p-cg-gropp", "p-cg-pr",
            "p(l)-cg",
-           "p(l)-gmres")
+           "p(l)-gmres", "s-cg")
 
 
 def loop_spec(method, depth=None, **options):
@@ -13,7 +13,8 @@ def loop_spec(method, depth=None, **options):
     (``"gmres"``'s option ``restart``), a derived one's (``"p-cg"``, options ``replace_every``, ``replace_automatic``), p(l)-CG
     (``"p(l)-cg"``, or ``"p-cg"`` with ``depth`` > 1; the options of
     :func:`pipekrylov.deep.plcg`), p(l)-GMRES (``"p(l)-gmres"``, the options of
-    :func:`pipekrylov.deep.plgmres`), or a :class:`pipekrylov.derive.Method` (derived)."""
+    :func:`pipekrylov.deep.plgmres`), s-step CG (``"s-cg"`` with option ``s``, or
+    ``"s(4)-cg"``), or a :class:`pipekrylov.derive.Method` (derived)."""
     deep = re.fullmatch(r"p\((\d+)\)-cg", method) if isinstance(method, str) else None
     if deep or (method == "p-cg" and depth not in (None, 1)):
         from ..deep.plcg import DeepCG
@@ -22,6 +23,12 @@ def loop_spec(method, depth=None, **options):
     if deep:
         from ..deep.plgmres import DeepGMRES
         return DeepGMRES(int(deep.group(1)), **options)
+    sstep = re.fullmatch(r"s\((\d+)\)-cg", method) if isinstance(method, str) else None
+    if sstep or method == "s-cg":
+        from ..loops.sstep import SStepCG
+        if sstep and "s" in options:
+            raise TypeError(f"{method}: s is given by the name")
+        return SStepCG(int(sstep.group(1)), **options) if sstep else SStepCG(**options)
     if depth not in (None, 1):
         raise ValueError(f"{method}: depth {depth} is for p(l)-CG ('p-cg' or 'p(l)-cg')")
     if method == "gmres":
