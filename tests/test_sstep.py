@@ -73,17 +73,17 @@ def test_s_one_is_cg_with_one_reduction_per_iteration():
     assert gram_reductions(res) == res.iterations + 1
 
 
-def test_the_newton_basis_beats_the_monomial_one():
-    """The shifts matter: blocks of 10 on the monomial basis (every shift 0, the scale 1)
-    lose the Gram matrix's accuracy and fall back to short blocks, the Newton basis keeps
-    them whole.  (The monomial basis is what the loop makes before lambda_max is known.)"""
+def test_lambda_max_estimate_covers_the_spectrum():
+    """The shifts' interval comes from CG's own coefficients: its end, 1.1 x the largest
+    Ritz value, covers the Jacobi-scaled spectrum of bcsstk15 (condition 7e9) within 10%
+    (the largest Ritz value converges from below), and s = 10 converges on it."""
     A = load("bcsstk15")
     b = A @ np.ones(A.shape[0])
     res = pk.sstep_cg(A, b, s=10, rtol=1e-8, M="jacobi", comm=MPI.COMM_SELF)
-    assert res.block == 10 and res.short_blocks == 0
-    dinv = 1.0 / A.diagonal()
-    assert res.lambda_max >= 0.9 * sp.linalg.eigsh(sp.diags(np.sqrt(dinv)) @ A @ sp.diags(np.sqrt(dinv)), 1,
-                                                    return_eigenvectors=False)[0]
+    assert res.info == 0
+    scale = sp.diags(1.0 / np.sqrt(A.diagonal()))
+    top = sp.linalg.eigsh(scale @ A @ scale, 1, return_eigenvectors=False)[0]
+    assert 0.9 * top <= res.lambda_max <= 1.1 * top * 1.001
 
 
 def test_the_shifts_are_chebyshev_points_with_zero_first():
@@ -97,7 +97,7 @@ def test_the_shifts_are_chebyshev_points_with_zero_first():
 
 def test_largest_ritz_value_is_the_lanczos_matrix_eigenvalue():
     """From CG's coefficients on a diagonal matrix, the bisection finds the largest
-    eigenvalue of the Lanczos tridiagonal matrix, as numpy does."""
+    eigenvalue of the Lanczos tridiagonal matrix numpy finds, to 0.1% and not below."""
     d = np.linspace(1.0, 50.0, 200)
     A = sp.diags(d).tocsr()
     b = np.ones(200)
@@ -113,7 +113,8 @@ def test_largest_ritz_value_is_the_lanczos_matrix_eigenvalue():
     a, bb = np.array(alphas), np.array(betas)
     T = np.diag(1 / a + np.r_[0, bb[:-1] / a[:-1]]) + np.diag(np.sqrt(bb[:-1]) / a[:-1], 1) + \
         np.diag(np.sqrt(bb[:-1]) / a[:-1], -1)
-    assert np.isclose(sstep._largest_ritz.py_func(a, bb, 12), np.linalg.eigvalsh(T)[-1], rtol=1e-12)
+    top, found = np.linalg.eigvalsh(T)[-1], sstep._largest_ritz.py_func(a, bb, 12)
+    assert top <= found <= top * (1 + 1e-3)     # bisected to 0.1%, from above
 
 
 def test_compiled_and_interpreted_loops_agree_bit_for_bit():
@@ -127,14 +128,16 @@ def test_compiled_and_interpreted_loops_agree_bit_for_bit():
 
 
 def test_a_solver_keeps_its_estimate_for_the_next_solve():
-    """The second solve with the same Solver starts with whole blocks: fewer reductions,
-    the same iterations within rounding."""
+    """The second solve with the same Solver starts with whole blocks on the first solve's
+    estimate, which it never lowers: fewer reductions, the same iterations within
+    rounding."""
     A = pk.poisson2d(MPI.COMM_SELF, 40)
     b = rhs(A)
     solver = pk.Solver(A, "s-cg", M="jacobi", s=5)
     first, second = (solver.solve(b, rtol=1e-8) for _ in range(2))
     assert second.info == 0 and abs(second.iterations - first.iterations) <= 2
-    assert gram_reductions(second) <= gram_reductions(first) - 4
+    assert gram_reductions(second) < gram_reductions(first)
+    assert second.lambda_max >= first.lambda_max
     assert pk.Solver(A, "s(5)-cg", M="jacobi").solve(b, rtol=1e-8).s == 5
 
 
@@ -159,19 +162,37 @@ def test_callback_sees_every_iterate_and_the_monitor_every_norm():
 
 
 def test_maxiter_returns_the_iterate_of_that_iteration():
-    """Stopping inside a block still gives that iteration's x (its coordinates recovered)."""
+    """Stopping inside a block gives that iteration's x (its coordinates recovered): CG's
+    iterate of the same iteration."""
     A = pk.poisson2d(MPI.COMM_SELF, 30)
     b = rhs(A)
-    full = [pk.sstep_cg(A, b, s=4, rtol=1e-14, M="jacobi", maxiter=k) for k in (9, 10, 11)]
-    assert [r.info for r in full] == [9, 10, 11]
-    norms = [true_residual(A, r.x, b) for r in full]
-    assert norms[0] > norms[2] and 0 < norms[2] < 1
+    cg_seen = []
+    pk.cg(A, b, rtol=1e-14, M="jacobi", maxiter=12, callback=lambda xk: cg_seen.append(xk.copy()))
+    for k in (9, 10, 11):
+        res = pk.sstep_cg(A, b, s=4, rtol=1e-14, M="jacobi", maxiter=k)
+        assert res.info == k
+        assert np.allclose(res.x, cg_seen[k - 1], rtol=1e-8, atol=0), k
+
+
+@pytest.mark.parametrize("buffered", [2, 3, 5])
+def test_small_buffers_flush_inside_blocks(buffered, monkeypatch):
+    """Buffers of a few iterations: the loop returns to its driver (FLUSH) in the middle
+    of its blocks and goes on, with the same residual norms, bit for bit, and the same
+    reductions as with room to spare."""
+    A = load("494_bus")
+    b = A @ np.ones(A.shape[0])
+    plain = pk.Solver(A, "s-cg", M="jacobi", s=4, comm=MPI.COMM_SELF).solve(b, rtol=1e-8)
+    monkeypatch.setattr("pipekrylov.solvers.solver.BUFFERED", buffered)
+    small = pk.Solver(A, "s-cg", M="jacobi", s=4, comm=MPI.COMM_SELF).solve(b, rtol=1e-8)
+    assert small.iterations == plain.iterations
+    assert np.array_equal(small.residual_norms, plain.residual_norms)
+    assert small.reductions.count == plain.reductions.count
 
 
 def test_indefinite_matrix_is_a_breakdown():
     A = sp.diags(np.r_[np.linspace(1, 2, 30), -np.linspace(1, 2, 30)]).tocsr()
     res = pk.sstep_cg(A, np.ones(60), s=4, rtol=1e-8, comm=MPI.COMM_SELF)
-    assert res.info < 0 and res.reason in ("diverged_indefinite_mat", "diverged_indefinite_pc")
+    assert res.info < 0 and res.reason == "diverged_indefinite_mat"
 
 
 def test_zero_right_hand_side_and_a_converged_start():
@@ -211,3 +232,22 @@ def test_an_exhausted_krylov_space_ends_its_block():
         res = pk.sstep_cg(A, b, s=8, rtol=1e-13, comm=MPI.COMM_SELF)
         assert res.info == 0 and res.iterations <= k + 2
         assert np.linalg.norm(b - A @ res.x) <= 1e-13 * np.linalg.norm(b)
+
+
+def test_the_block_kernels_against_numpy():
+    """gram (the upper triangle of Y^T T, in chunks) and recover_block on lengths that
+    are not multiples of 8 nor of the chunk, and an odd and an even number of rows."""
+    from pipekrylov.kernels.basis import GRAM_CHUNK, gram, recover_block
+    rng = np.random.default_rng(5)
+    for n in (5, 8, GRAM_CHUNK + 3, 3 * GRAM_CHUNK + 11):
+        for used in (1, 6, 9):
+            Y, T = rng.standard_normal((used, n)), rng.standard_normal((used, n))
+            out, lanes = np.zeros(used * (used + 1) // 2), np.zeros((used * (used + 1) // 2, 8))
+            gram(Y, T, used, lanes, out)
+            full = Y @ T.T
+            assert np.allclose(out, [full[a, b] for b in range(used) for a in range(b + 1)], rtol=1e-12, atol=1e-12)
+            a, c, d = (rng.standard_normal(used) for _ in range(3))
+            x0 = rng.standard_normal(n)
+            x, p, r = x0.copy(), np.empty(n), np.empty(n)
+            recover_block(Y, T, used, a, c, d, x, p, r)
+            assert np.allclose(x, x0 + a @ Y) and np.allclose(p, c @ Y) and np.allclose(r, d @ T)

@@ -18,11 +18,12 @@ the natural one, ``sqrt((r, z))``.
 **The basis.**  The first step of each chain is unshifted (``A p`` itself: the block's
 first ``(p, A p)`` is then a dot, not a difference of large terms, and ``M^-1 p`` is
 never needed); the others are the Chebyshev points of ``[0, lambda_max]`` in Leja order,
-each step divided by ``lambda_max / 4``.  ``lambda_max`` is the solve's own: the largest
-eigenvalue of the Lanczos matrix CG's coefficients make (by bisection), times 1.1,
-renewed after every block.  Until ``s`` coefficients are known the blocks are one
-iteration long (Chronopoulos & Gear's CG).  A :class:`~pipekrylov.Solver` keeps the
-estimate for its later solves with the same matrix.
+each step divided by a quarter of the interval.  ``lambda_max`` is the solve's own: the
+largest eigenvalue of the Lanczos matrix CG's coefficients make (by bisection), times
+1.1, renewed after every block that adds coefficients (the first 64), never lowered.
+Until ``s`` coefficients are known the blocks are one iteration long (Chronopoulos &
+Gear's CG).  A :class:`~pipekrylov.Solver` keeps the estimate for its later solves with
+the same matrix.
 
 **Loss of rank.**  Where ``(r, z)`` or ``(p, A p)`` in coordinates is not positive, the
 block ends at that iteration and the next starts from the vectors recovered there (the
@@ -41,8 +42,9 @@ import numpy as np
 from ..kernels import dot, fused_kernel
 from ..kernels.basis import add_combination, gram, recover_block
 from ..kernels.compile import hot
-from ..runtime.layout import (AFTER_TEST, BEGIN, CONFIRM, CONVERGED, FLUSH, FROM_X, ITERATION, MAX_ITERATIONS,
-                              MAXITER, NONE, PRECONDITIONED, REPLACEMENTS, RESTART, RESUME, STOP_EVERY, TOP)
+from ..runtime.layout import (AFTER_TEST, BEGIN, CONFIRM, CONVERGED, FLUSH, FROM_X, HIST, ITERATION, MAX_ITERATIONS,
+                              MAXITER, NONE, PRECONDITIONED, REPLACEMENTS, RESTART, RESUME, STOP_AT_TEST, STOP_EVERY,
+                              TOP, VALUE)
 from ..runtime.operators import apply_operator, precondition
 from ..runtime.reduce import allreduce
 from ..runtime.steps import breakdown, confirm, end_iteration, residual_test, room, tolerance
@@ -66,8 +68,10 @@ residual = fused_kernel(["r = b - r"]).function
  FIRST,          # 1: the next reduction is the solve's first (it carries (b, M b))
  SHORT,          # blocks ended early (loss of rank)
  BLOCK,          # the length of the next blocks, s at most (halved where the basis loses accuracy)
- ZROW,           # the row of z and r (p and q: row 0); a block of m iterations uses rows 0 .. 2m
- J_SIZE) = range(10)
+ ZROW,           # the row of z and r (p: row 0); a block of m iterations uses rows 0 .. 2m
+ ESTIMATED,      # COUNT when lambda_max was last estimated
+ MISSED,         # 1 + the iteration at which b - A x last failed a confirmation (0: none)
+ J_SIZE) = range(12)
 # the method's scalars S
 RZ, LMAX, RZ_END, S_SIZE = range(4)   # RZ_END: the (r, z) a block ended with, in coordinates
 DRIFT = 0.1        # a block whose last (r, z) in coordinates is off this much (relative) halves the next
@@ -109,8 +113,9 @@ def sstep_cg(W, x, b, S, I, F, hist, trace, A, P, R):
         z0 = J[ZROW]            # the row of z (and r); p (and q) are row 0
         if resume == CONFIRM:   # a test the driver made passed: b - A x decides (into r)
             _recover(Y, T, V, C, J, x, preconditioned, False, P, R, I, F)
-            event = confirm(A, P, x, b, T[z0], V[0], preconditioned, R, 0, TRUE_LABEL, I, F, trace)
+            event = confirm(A, P, x, b, T[z0], V[0], True, R, 0, TRUE_LABEL, I, F, trace)
             if event == NONE:
+                J[MISSED] = iteration + 1
                 event = RESTART
             break
         if resume == FROM_X:    # r = b - A x: z = M r, p = z, q = r, a new block
@@ -155,6 +160,8 @@ def sstep_cg(W, x, b, S, I, F, hist, trace, A, P, R):
                 if first:
                     J[FIRST] = 0
                     event = tolerance(R.recv[0, count], I, F)
+                    if event == NONE and not R.recv[0, count] >= 0.0:
+                        event = breakdown(INDEFINITE_PC, R.recv[0, count], I, F)   # b^T M b < 0
                     if event != NONE:
                         break
                 _gram_receive(R.recv[0], G, used)
@@ -171,11 +178,18 @@ def sstep_cg(W, x, b, S, I, F, hist, trace, A, P, R):
                 S[RZ_END] = 0.0
                 J[POS], J[LENGTH] = 0, m
             if resume != REBLOCK:
+                if rz == 0.0 and J[MISSED] == iteration + 1:   # (r, M r) = 0 where b - A x is not 0
+                    event = breakdown(INDEFINITE_PC, rz, I, F)
+                    break
                 event = residual_test(np.sqrt(max(rz, 0.0)), hist, I, F)
-                if event == CONVERGED:
+                if event != NONE:     # x as at this iteration, whatever comes next
                     _recover(Y, T, V, C, J, x, preconditioned, False, P, R, I, F)
-                    event = confirm(A, P, x, b, T[z0], V[0], preconditioned, R, 0, TRUE_LABEL, I, F, trace)
-                    if event == NONE:
+                if event == CONVERGED:
+                    event = confirm(A, P, x, b, T[z0], V[0], True, R, 0, TRUE_LABEL, I, F, trace)
+                    if event == NONE:   # b - A x (its norm the history's) in r: start again from it
+                        J[MISSED] = iteration + 1
+                        if I[STOP_AT_TEST] == 0 and I[HIST] > 0:
+                            hist[I[HIST] - 1] = F[VALUE]
                         resume = FROM_X
                         continue
                 if event != NONE:
@@ -224,12 +238,13 @@ def sstep_cg(W, x, b, S, I, F, hist, trace, A, P, R):
             J[COUNT] = 0
             J[BLOCK] = max(1, J[BLOCK] // 2)
         if lost or J[POS] == J[LENGTH]:
-            if not lost and J[LENGTH] > 1:
+            if not lost:
                 S[RZ_END] = rz
             _recover(Y, T, V, C, J, x, preconditioned, True, P, R, I, F)
-            if J[COUNT] >= s:
-                S[LMAX] = MARGIN * _largest_ritz(alphas, betas, J[COUNT])
-                J[KNOWN] = 1
+            if J[COUNT] >= s and J[COUNT] != J[ESTIMATED]:   # new coefficients: the estimate can only grow
+                estimate = MARGIN * _largest_ritz(alphas, betas, J[COUNT])
+                S[LMAX] = max(S[LMAX], estimate) if J[KNOWN] != 0 else estimate
+                J[KNOWN], J[ESTIMATED] = 1, J[COUNT]
         event = end_iteration(iteration, I)
         iteration += 1
         if event != NONE:
@@ -340,7 +355,7 @@ def _largest_ritz(alphas, betas, count):
         f = np.sqrt(betas[k - 1]) / alphas[k - 1] if k > 0 else 0.0
         lo = max(lo, d)
         hi = max(hi, d + e + f)
-    for _ in range(100):
+    while hi - lo > 1e-3 * abs(hi):   # the shifts need it to about 1%
         mid = 0.5 * (lo + hi)
         if not lo < mid < hi:
             break
@@ -419,7 +434,7 @@ class SStepCG(LoopSpec):
         """Each solve starts its own blocks; the estimate of lambda_max is the solver's
         while its matrix is the same."""
         J = solver.W[W_NAMES.index("J")]
-        J[POS] = J[COUNT] = J[SHORT] = J[KNOWN] = 0
+        J[POS] = J[COUNT] = J[SHORT] = J[KNOWN] = J[ESTIMATED] = J[MISSED] = 0
         J[BLOCK] = self.s
         solver.S[RZ_END] = 0.0
         kept = getattr(solver, "sstep_estimate", None)

@@ -57,7 +57,9 @@ def sstep_cg(A, b, x0=None, *, s=4, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
     iterations (:mod:`pipekrylov.loops.sstep`).  Collective.
 
     Arguments and result as :func:`cg`, plus ``s`` (1 to 10), the iterations of a block.
-    The norm tested is the 2-norm, as CG's.  The result also has ``s``,
+    The norm tested is the natural one, ``sqrt(r^T M r)`` (the 2-norm without M), and a
+    test that passes is confirmed against scipy's ``||b - A x|| <= max(atol, rtol ||b||)``
+    before convergence is reported.  The result also has ``s``,
     ``short_blocks`` (blocks ended early where their basis lost rank) and ``lambda_max``
     (the estimate the Newton basis was made on; a :class:`Solver` keeps it for its later
     solves with the same matrix).
