@@ -19,7 +19,7 @@ from .fused import dot
 from .lanes import lane_sums_grid, lane_sums_pair, lanes_total
 
 __all__ = ["next_column", "combine", "project", "project_two", "subtract_combination", "subtract_combinations",
-           "add_combination", "divide", "gram", "recover_block"]
+           "add_combination", "divide", "gram", "recover_block", "copy"]
 
 
 @numba.njit(cache=True, nogil=True, **NO_REFCOUNT)
@@ -194,6 +194,13 @@ def _accumulate(basis, coefficients, rows, y, sign):
         for i in range(y.shape[0]):
             y[i] += c * v[i]
         k += 1
+
+
+@numba.njit(cache=True, nogil=True, **NO_REFCOUNT)
+def copy(source, target):
+    """``target = source`` (rows of a basis, the loops' vectors)."""
+    for i in range(source.shape[0]):
+        target[i] = source[i]
 
 
 @numba.njit(cache=True, nogil=True, **NO_REFCOUNT)

@@ -40,7 +40,7 @@ driver starts the next one from ``x``.
 import numpy as np
 
 from ..kernels import dot, fused_kernel
-from ..kernels.basis import combine, next_column
+from ..kernels.basis import combine, copy, next_column
 from ..runtime.layout import (AFTER_TEST, ATOL, BEGIN, BREAKDOWN, CHECK, CONFIRM, CONVERGED, DONE, ESTIMATE, FLUSH,
                               FROM_X, HIST, ITERATED, ITERATION, MAX_ITERATIONS, MAXITER, MPI_FAILED, NANORINF, NONE,
                               RESTART, RESUME, RNORM, STOP_AT_TEST, STOP_EVERY, TESTED, TOP, TRACE, VALUE)
@@ -204,10 +204,10 @@ def plcg(W, x, b, S, I, F, hist, trace, A, P, R):
                 level_update(q=Q[m, (k + 1) % 3], qk=Q[m, k % 3], top=above, qm=qm, coef=coef, out=out)
             if k + 1 <= l + 1:   # the start's, known exactly
                 for m in range(l):
-                    _copy(EXL[m, k + 1], Q[m, (k + 1) % 3])
+                    copy(EXL[m, k + 1], Q[m, (k + 1) % 3])
             if it + 1 <= columns:
-                _copy(EXU[it - l], U[s1])
-                _copy(EXZ[it - l], Z[s1])
+                copy(EXU[it - l], U[s1])
+                copy(EXZ[it - l], Z[s1])
             else:
                 # z_(it+1), u_(it+1) by the three-term recurrence, and the next column's dots
                 sp = (it - 1) % L if it > l or l > 1 else s0
@@ -499,12 +499,6 @@ def _gget(Gd, r, c, WIDTH, KEEP):
 @loop
 def _gset(Gd, r, c, value, WIDTH, KEEP):
     Gd[c % KEEP, r - c + WIDTH - 1] = value
-
-
-@loop
-def _copy(source, target):
-    for i in range(source.shape[0]):
-        target[i] = source[i]
 
 
 @loop

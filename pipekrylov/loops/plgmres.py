@@ -28,7 +28,7 @@ completed first.  The shifts come from the solver (estimated once per Solver).
 import numpy as np
 
 from ..kernels import dot, fused_kernel
-from ..kernels.basis import add_combination, divide, project, subtract_combination
+from ..kernels.basis import add_combination, copy, divide, project, subtract_combination
 from ..runtime.layout import (AFTER_TEST, ATOL, BEGIN, BREAKDOWN, CHECK, CONVERGED, DONE, FLUSH, FROM_X, HIST,
                               ITERATED, MAX_ITERATIONS, MAXITER, MPI_FAILED, NANORINF, NONE, PRECONDITIONED, RESTART,
                               RESUME, RNORM, STOP_AT_TEST, STOP_EVERY, TESTED, TOP, TRACE, VALUE)
@@ -165,7 +165,7 @@ def plgmres(W, x, b, S, I, F, hist, trace, A, P, R):
             G[c, c] = 0.0
         _hessenberg_column(G, H, sigma, k, l, bvec)
         if not lucky:   # v_c = (z_c - V G[:c, c]) / G[c, c]
-            _copy(Z[c], V[c])
+            copy(Z[c], V[c])
             for r in range(c):
                 bvec[r] = G[r, c]
             subtract_combination(V, bvec, c, V[c])
@@ -248,7 +248,7 @@ def _first_column(Z, V, w, G, g, beta, l, m, it):
         divide(Z[j], beta, Z[j])
     if it < m:
         divide(w, beta, w)
-    _copy(Z[0], V[0])
+    copy(Z[0], V[0])
     for r in range(G.shape[0]):
         for q in range(G.shape[1]):
             G[r, q] = 0.0
@@ -327,12 +327,6 @@ def _lost(x, true, beta, norm_a, R, I, F, trace):
 def _add(x, step, sign=1.0):
     for i in range(x.shape[0]):
         x[i] += sign * step[i]
-
-
-@loop
-def _copy(source, target):
-    for i in range(source.shape[0]):
-        target[i] = source[i]
 
 
 @loop

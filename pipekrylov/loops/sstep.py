@@ -40,7 +40,7 @@ again from it.
 import numpy as np
 
 from ..kernels import dot, fused_kernel
-from ..kernels.basis import add_combination, gram, recover_block
+from ..kernels.basis import add_combination, copy, gram, recover_block
 from ..kernels.compile import hot
 from ..runtime.layout import (AFTER_TEST, BEGIN, CONFIRM, CONVERGED, FLUSH, FROM_X, HIST, ITERATION, MAX_ITERATIONS,
                               MAXITER, NONE, PRECONDITIONED, REPLACEMENTS, RESTART, RESUME, STOP_AT_TEST, STOP_EVERY,
@@ -121,7 +121,7 @@ def sstep_cg(W, x, b, S, I, F, hist, trace, A, P, R):
         if resume == FROM_X:    # r = b - A x: z = M r, p = z, q = r, a new block
             if preconditioned:
                 precondition(P, T[z0], Y[z0], R, -1, I, F)
-            _copy(Y[z0], Y[0])
+            copy(Y[z0], Y[0])
             J[POS], J[COUNT] = -1, 0
             if J[FIRST] == 0:
                 I[REPLACEMENTS] += 1
@@ -133,8 +133,8 @@ def sstep_cg(W, x, b, S, I, F, hist, trace, A, P, R):
             if J[POS] < 0:      # a new block: its bases, one reduction of their Gram matrices
                 m = J[BLOCK] if J[KNOWN] != 0 else 1
                 if z0 != m + 1:     # z's chain follows p's: the rows 0 .. 2m in use
-                    _copy(Y[z0], Y[m + 1])
-                    _copy(T[z0], T[m + 1])
+                    copy(Y[z0], Y[m + 1])
+                    copy(T[z0], T[m + 1])
                     z0 = J[ZROW] = m + 1
                 _shifts(theta, scale, m, S[LMAX] if J[KNOWN] != 0 else 0.0)
                 for start, length in ((0, m), (z0, m - 1)):
@@ -256,12 +256,6 @@ def sstep_cg(W, x, b, S, I, F, hist, trace, A, P, R):
 
 
 @hot
-def _copy(src, dst):
-    for i in range(src.shape[0]):
-        dst[i] = src[i]
-
-
-@hot
 def _shift(new, old, shift, scale):
     """``new = (new - shift old) / scale``: a Newton step, scaled."""
     inverse = 1.0 / scale
@@ -323,8 +317,8 @@ def _recover(Y, T, V, C, J, x, preconditioned, vectors, P, R, I, F):
     else:
         p, r = V
         recover_block(Y, T, used, cx, cp, cr, x, p, r)
-        _copy(p, Y[0])
-        _copy(r, T[J[ZROW]])
+        copy(p, Y[0])
+        copy(r, T[J[ZROW]])
         if preconditioned:
             precondition(P, T[J[ZROW]], Y[J[ZROW]], R, -1, I, F)
         J[POS] = -1
