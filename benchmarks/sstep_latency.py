@@ -1,7 +1,9 @@
-"""s-step CG against CG, p-CG and p(2)-CG under an injected reduction latency.
+"""s-step CG against CG, p-CG and p(2)-CG, and s-step GMRES against GMRES and p(1)-GMRES,
+under an injected reduction latency.
 
     mpiexec -n 2 python -m benchmarks.sstep_latency
     mpiexec -n 2 python -m benchmarks.sstep_latency --local 1024 4096 --latencies 0 50 100 200
+    mpiexec -n 2 python -m benchmarks.sstep_latency --gmres
 
 2D Poisson with ``--local`` unknowns per rank, Jacobi, every method on a Solver set up
 once (set-up not timed), then whole solves of a fixed number of iterations (rtol 0:
@@ -13,6 +15,13 @@ residual, the confirmation, a block's start), not subtracted.  p(2)-CG's shifts 
 of lambda_max is made in the untimed first solve and kept, as a Solver keeps it.
 A reduction never completes earlier than L after it starts.  Printed: time per iteration
 (us) and each against p-CG's.
+
+With ``--gmres``: 2D convection-diffusion (the default wind), Jacobi, GMRES(30) (DCGS2),
+p(1)-GMRES(30) and s-step GMRES(30) at s = 4 and 8, each solve to rtol 1e-8 (time to
+solution; the iterations, the same for all but rounding, are printed).  The first solve
+of each Solver is not timed: s-step's shifts, estimated there, are kept, as a Solver
+keeps them; p(1)-GMRES's default estimate runs in every solve.  Printed: time to
+solution (ms) and each against p(1)-GMRES's.
 """
 import argparse
 
@@ -26,14 +35,45 @@ METHODS = {"cg": ("cg", {}), "p-cg": ("p-cg", {}), "p(2)-cg": ("p(2)-cg", {"inte
            "s(4)-cg": ("s-cg", {"s": 4}), "s(8)-cg": ("s-cg", {"s": 8})}
 
 
+GMRES_METHODS = {"gmres": ("gmres", {}), "p(1)-gmres": ("p(1)-gmres", {}), "s(4)-gmres": ("s-gmres", {"s": 4}),
+                 "s(8)-gmres": ("s-gmres", {"s": 8})}
+
+
+def gmres_main(args, comm):
+    rows = []
+    for local in args.local:
+        nx = int(round(np.sqrt(local * comm.size)))
+        A = pk.convection_diffusion2d(comm, nx)
+        b = A.matvec(np.ones(A.partition.nlocal))
+        for latency in args.latencies:
+            solvers = {name: pk.Solver(A, method, M="jacobi", latency=latency * 1e-6, **options)
+                       for name, (method, options) in GMRES_METHODS.items()}
+            its = {name: s.solve(b, rtol=1e-8, maxiter=10000).iterations for name, s in solvers.items()}
+            funcs = {name: (lambda s: lambda: s.solve(b, rtol=1e-8, maxiter=10000))(s) for name, s in solvers.items()}
+            best = best_times(comm, funcs, args.repeat)
+            ms = {name: best[name] * 1e3 for name in GMRES_METHODS}
+            rows.append([f"{nx * nx // comm.size:,}", f"{latency:g}"] +
+                        [f"{ms[n]:.1f} ({its[n]})" for n in GMRES_METHODS] +
+                        [f"{ms[n] / ms['p(1)-gmres']:.2f}" for n in GMRES_METHODS if n != "p(1)-gmres"])
+    if comm.rank == 0:
+        print(f"time to solution (ms) and iterations, rtol 1e-8, 2D convection-diffusion, Jacobi, GMRES(30), "
+              f"{comm.size} rank(s); {cpu_name()}")
+    head = ["unknowns/rank", "latency (us)"] + list(GMRES_METHODS) + \
+        [f"{n} / p(1)-gmres" for n in GMRES_METHODS if n != "p(1)-gmres"]
+    print_table(comm, head, rows)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--local", type=int, nargs="+", default=[4096])
     parser.add_argument("--latencies", type=float, nargs="+", default=[0, 50, 100, 200], help="microseconds")
     parser.add_argument("--iterations", type=int, default=120)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--gmres", action="store_true", help="s-step GMRES against GMRES and p(1)-GMRES")
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
+    if args.gmres:
+        return gmres_main(args, comm)
     rows = []
     for local in args.local:
         nx = int(round(np.sqrt(local * comm.size)))

@@ -10,7 +10,8 @@ and pipeprcg, in one run:
 
 ``--family gmres``: our gmres (its default, Gram-Schmidt twice with the second pass a step
 late, DCGS2; "gmres cgs2", twice in each step; "gmres cgs", once, as PETSc's default),
-p(1)-gmres and p(2)-gmres against PETSc's gmres, pgmres and pipefgmres, restart 30,
+p(1)-gmres, p(2)-gmres and s-step GMRES (s = 4 and 8; against pgmres) against PETSc's
+gmres, pgmres and pipefgmres, restart 30,
 Jacobi, on 2D convection-diffusion (nonsymmetric); "hidden" is then p(1)-gmres's.
 
 2D Poisson with 256 ... 65,536 unknowns per rank and 10^6 in total, Jacobi, at 1, 2
@@ -48,14 +49,15 @@ TOTAL = 10 ** 6
 OURS = ["cg", "p-cg compiled", "p-cg python", "p(2)-cg compiled", "p(2)-cg python", "gropp-cg", "p-cg-pr", "s(4)-cg",
         "s(8)-cg"]
 PETSC = ["PETSc cg", "PETSc pipecg", "PETSc pipelcg", "PETSc groppcg", "PETSc pipeprcg"]
-OURS_GMRES = ["gmres", "gmres cgs2", "gmres cgs", "p(1)-gmres", "p(2)-gmres"]
+OURS_GMRES = ["gmres", "gmres cgs2", "gmres cgs", "p(1)-gmres", "p(2)-gmres", "s(4)-gmres", "s(8)-gmres"]
 PETSC_GMRES = ["PETSc gmres", "PETSc pgmres", "PETSc pipefgmres"]
 # per family: (ours, PETSc's, our pipelined reference for "fixed" and "hidden", PETSc's reference)
 FAMILIES = {"cg": (OURS, PETSC, "p-cg compiled", "PETSc pipecg"),
             "gmres": (OURS_GMRES, PETSC_GMRES, "p(1)-gmres", "PETSc pgmres")}
 # each of ours against PETSc's like it (PETSc's gmres orthogonalizes once, as "gmres cgs")
 GMRES_RATIOS = [("gmres", "PETSc gmres"), ("gmres cgs2", "PETSc gmres"), ("gmres cgs", "PETSc gmres"),
-                ("p(1)-gmres", "PETSc pgmres"), ("p(2)-gmres", "PETSc pgmres"), ("p(1)-gmres", "PETSc pipefgmres")]
+                ("p(1)-gmres", "PETSc pgmres"), ("p(2)-gmres", "PETSc pgmres"), ("p(1)-gmres", "PETSc pipefgmres"),
+                ("s(4)-gmres", "PETSc pgmres"), ("s(8)-gmres", "PETSc pgmres")]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TCP = ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo"]
 
@@ -95,7 +97,8 @@ def our_gmres():
     return {"gmres": on_solver("gmres"), "gmres cgs2": on_solver("gmres", orthogonalization="cgs2"),
             "gmres cgs": on_solver("gmres", orthogonalization="cgs"),
             "p(1)-gmres": on_solver("p(1)-gmres"),
-            "p(2)-gmres": on_solver("p(2)-gmres")}
+            "p(2)-gmres": on_solver("p(2)-gmres"),
+            "s(4)-gmres": on_solver("s-gmres", s=4), "s(8)-gmres": on_solver("s-gmres", s=8)}
 
 
 def convection_diffusion(comm, total):

@@ -20,6 +20,7 @@ _LAZY = {
     "cr": "pipekrylov.solvers",
     "bicgstab": "pipekrylov.solvers",
     "gmres": "pipekrylov.solvers",
+    "sstep_gmres": "pipekrylov.solvers",
     "SolveResult": "pipekrylov.solvers",
     "Solver": "pipekrylov.solvers",
     "pipelined": "pipekrylov.pipelining",

@@ -10,7 +10,6 @@ marked ``mpi``, at 2 and 4 ranks (one rank's file damaged).
 import glob
 import os
 import resource
-import shutil
 import signal
 import warnings
 from contextlib import contextmanager

@@ -112,6 +112,36 @@ def test_sstep_context_solves_with_petsc_pcs_and_takes_its_s(comm):
     assert reason > 0 and abs(ours - theirs) <= 0.1 * theirs + 2, (ours, theirs)
 
 
+@pytest.mark.mpi
+@pytest.mark.parametrize("name", ["convection_diffusion2d", "orsirr_1", "cage9"])
+@pytest.mark.parametrize("pc", ["jacobi", "bjacobi"])
+def test_sstep_gmres_context_against_petscs_gmres(comm, name, pc):
+    """s-step GMRES as a KSP type: -ksp_pipekrylov_s and -ksp_gmres_restart taken, PETSc's
+    PCs on the compiled loop, PETSc's gmres iterations within 10% + 2, the tolerance met
+    by b - A x, fewer reductions than iterations; a Gram-Schmidt option is refused."""
+    S = scipy_matrix(name)
+    b = S @ np.ones(S.shape[0])
+    A = pkp.aij(S, comm)
+    ksp = pkp.make_ksp(A, pkp.SStepGMRES, pc, max_it=3000, options=[("ksp_pipekrylov_s", 5),
+                                                                   ("ksp_gmres_restart", 25)])
+    first = pkp.run_ksp(ksp, b)
+    its, reason, x = pkp.run_ksp(ksp, b)     # the second solve: the shifts the first estimated
+    ctx = ksp.getPythonContext()
+    assert reason > 0 and relative_residual(A, x, b) <= 1e-8 * 1.01 and abs(its - first[0]) <= 0.1 * its + 2
+    assert ctx.s == 5 and ctx.restart == 25 and ctx.last_result.loop == "compiled"
+    res = ctx.last_result
+    cycles = -(-its // 25)
+    assert res.reductions.count <= cycles * 5 + res.second_passes + cycles + 1, (res.reductions.count, its)
+    ksp.destroy()
+    ksp = pkp.make_ksp(A, "gmres", pc, max_it=3000, unpreconditioned=True, right=True,
+                       options=[("ksp_gmres_restart", 25)])
+    its_p, reason_p, _ = pkp.run_ksp(ksp, b)
+    ksp.destroy()
+    assert reason_p > 0 and abs(its - its_p) <= 0.1 * its_p + 2, (its, its_p)
+    with pytest.raises(ValueError, match="ksp_gmres_cgs_refinement_type cannot be honoured"):
+        history_of(A, pkp.SStepGMRES, None, pc, b, [("ksp_gmres_cgs_refinement_type", "refine_always")])
+
+
 SPD_PAIRS = [("cg", pkp.CG), ("pipecg", pkp.PipeCG)]
 NONSYMMETRIC_PAIRS = [("bcgs", pkp.BiCGStab), ("pipebcgs", pkp.PipeBiCGStab), ("gmres", pkp.GMRES)]
 # Where the two do not agree within 5%.  PETSc's ILU(0) blocks are indefinite on bcsstk15:

@@ -30,6 +30,7 @@ METHODS = {   # name -> (solver, the matrices it applies to)
     "p(1)-gmres": (pk.pipelined("gmres", 1), SMALL_SPD + NONSYMMETRIC),
     "p(2)-gmres": (pk.pipelined("gmres", 2), SMALL_SPD + NONSYMMETRIC),
     "s(4)-cg": (pk.sstep_cg, SPD),
+    "s(4)-gmres": (pk.sstep_gmres, SMALL_SPD + NONSYMMETRIC),
 }
 CASES = [(name, matrix) for name, (_, matrices) in METHODS.items() for matrix in matrices]
 
@@ -48,5 +49,5 @@ def test_converged_means_the_true_residual_met_the_tolerance(name, matrix, comm)
             reported += 1
             true = np.linalg.norm(b - A @ res.x)
             assert true <= SLACK * rtol * np.linalg.norm(b), (M, rtol, res, true / (rtol * np.linalg.norm(b)))
-    if matrix in ("gr_30_30", "nos4") and name in ("cg", "gmres"):
+    if matrix in ("gr_30_30", "nos4") and name in ("cg", "gmres", "s(4)-gmres"):
         assert reported == 4   # the check ran: these converge at every setting

@@ -18,6 +18,7 @@ scipy's left-preconditioned GMRES or of its old Fortran solvers (scipy < 1.12) t
 does not share.  Every test also runs at 2 and 4 ranks (``@pytest.mark.mpi``): scipy's
 matrices and LinearOperators are given whole on every rank, as the API accepts them.
 """
+import functools
 import inspect
 import types
 
@@ -44,8 +45,9 @@ OURS = {
     "p-cgs": (lambda: pk.pipelined("cgs"), "cgs"),
     "gmres": (lambda: pk.gmres, "gmres"),
     "p(1)-gmres": (lambda: pk.pipelined("gmres", 1), "gmres"),
+    "s(4)-gmres": (lambda: functools.partial(pk.sstep_gmres, s=4), "gmres"),
 }
-GMRES_FAMILY = ("gmres", "p(1)-gmres")
+GMRES_FAMILY = ("gmres", "p(1)-gmres", "s(4)-gmres")
 
 COMPLEX = "complex scalars: pipekrylov solves real systems (float64; float32 input is promoted)"
 PIPELINED = ("p-cg", "p(2)-cg", "p-cr", "p-bicgstab", "p-cgs", "p(1)-gmres")
@@ -263,6 +265,7 @@ ROUNDED_ZERO = ("a singular A or M: GMRES stops with diverged_breakdown at the l
 GMRES_XFAIL_BY = {
     ("gmres", "test_defective_precond_breakdown"): ROUNDED_ZERO,
     ("p(1)-gmres", "test_defective_precond_breakdown"): ROUNDED_ZERO,
+    ("s(4)-gmres", "test_defective_precond_breakdown"): ROUNDED_ZERO,
     ("p(1)-gmres", "test_defective_matrix_breakdown"): ROUNDED_ZERO,
     ("p(1)-gmres", "test_callback_type"): (
         "p(1)-GMRES on scipy's random 20 x 20 matrix: its cycles break down (restarts=2) and stagnate at "

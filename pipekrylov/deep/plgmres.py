@@ -14,7 +14,6 @@ Leja-ordered Ritz values in pairs.
 the iterate reached (:data:`MAX_RESTARTS` times at most, and not where a cycle made no
 progress).
 """
-import numpy as np
 
 from ..loops import Labels, LoopSpec
 from ..loops import plgmres as loop

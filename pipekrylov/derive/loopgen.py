@@ -209,7 +209,7 @@ class _Generator:
         return [self.comment(" the scalars kept in S between calls")] + slots
 
     def _function(self):
-        code, sched = self.code, self.sched
+        code = self.code
         body = [ast.Expr(value=_const(f"The iterations of pipelined {self.method.title}, derived by pipekrylov.derive."))]
         main = self._main_loop()   # first: it makes the start-up's kernels
         self.workspace = [(self.v(n), None) for n in self.vectors] + [("true_r", None), ("true_z", None)] + \

@@ -247,10 +247,12 @@ GRAM_CHUNK = 256   # entries of each row a Gram pass keeps in L1 (2 KB: 18 rows,
 
 
 @numba.njit(cache=True, nogil=True, **NO_REFCOUNT)
-def gram(T, Y, used, lanes, out):
-    """The upper triangle of ``T^T Y`` over the first ``used`` rows into ``out``, column
-    after column (``T_a . Y_b``, ``a <= b``, at ``b (b + 1) / 2 + a``); ``lanes``, scratch
-    of at least that many rows of eight.  Every row is read once from memory: in chunks
+def gram(T, Y, used, lanes, out, first):
+    """The upper triangle of ``T^T Y`` over the first ``used`` rows, its columns from
+    ``first`` on, into ``out``, column after column (``T_a . Y_b``, ``a <= b``, at
+    ``b (b + 1) / 2 - first (first + 1) / 2 + a``); ``lanes``, scratch of at least that
+    many rows of eight.  (An s-step CG block's whole Gram matrix: ``first = 0``; an
+    s-step GMRES block's new columns against the whole basis: ``first`` the first new.)  Every row is read once from memory: in chunks
     of :data:`GRAM_CHUNK` entries, on which every dot takes its part from L1, two rows
     by two columns at a time (four independent sums).  Each dot is eight lane sums, each
     over the chunks in order, then added as :func:`dot` adds them: its bits depend on the
@@ -258,13 +260,14 @@ def gram(T, Y, used, lanes, out):
     :func:`project_two`, it took 3x as long at 4,096 unknowns: bandwidth.)"""
     n = Y.shape[1]
     whole = n - n % 8
-    count = used * (used + 1) // 2
+    base = first * (first + 1) // 2
+    count = used * (used + 1) // 2 - base
     for k in range(count):
         for q in range(8):
             lanes[k, q] = 0.0
     for lo in range(0, whole, GRAM_CHUNK):
         hi = min(lo + GRAM_CHUNK, whole)
-        for b in range(0, used, 2):
+        for b in range(first, used, 2):
             c = min(b + 1, used - 1)          # the columns b and c (c = b at an odd end)
             u, w = Y[b][lo:hi], Y[c][lo:hi]
             for a in range(0, c + 1, 2):
@@ -272,16 +275,17 @@ def gram(T, Y, used, lanes, out):
                 (p0, p1, p2, p3, p4, p5, p6, p7, q0, q1, q2, q3, q4, q5, q6, q7,
                  r0, r1, r2, r3, r4, r5, r6, r7, t0, t1, t2, t3, t4, t5, t6, t7) = \
                     lane_sums_grid(T[a][lo:hi], T[d][lo:hi], u, w)
-                _add_lanes(lanes, b * (b + 1) // 2 + a, p0, p1, p2, p3, p4, p5, p6, p7)
+                if a <= b:                    # (a row past b: an odd first's last pair)
+                    _add_lanes(lanes, b * (b + 1) // 2 - base + a, p0, p1, p2, p3, p4, p5, p6, p7)
                 if c > b:
-                    _add_lanes(lanes, c * (c + 1) // 2 + a, q0, q1, q2, q3, q4, q5, q6, q7)
+                    _add_lanes(lanes, c * (c + 1) // 2 - base + a, q0, q1, q2, q3, q4, q5, q6, q7)
                 if a < d <= b:
-                    _add_lanes(lanes, b * (b + 1) // 2 + d, r0, r1, r2, r3, r4, r5, r6, r7)
+                    _add_lanes(lanes, b * (b + 1) // 2 - base + d, r0, r1, r2, r3, r4, r5, r6, r7)
                 if d > a and c > b:
-                    _add_lanes(lanes, c * (c + 1) // 2 + d, t0, t1, t2, t3, t4, t5, t6, t7)
-    for b in range(used):
+                    _add_lanes(lanes, c * (c + 1) // 2 - base + d, t0, t1, t2, t3, t4, t5, t6, t7)
+    for b in range(first, used):
         for a in range(b + 1):
-            k = b * (b + 1) // 2 + a
+            k = b * (b + 1) // 2 - base + a
             ta, yb = T[a], Y[b]
             for j in range(whole, n):
                 lanes[k, 0] += ta[j] * yb[j]

@@ -37,6 +37,7 @@ from ..runtime.operators import apply_operator, precondition
 from ..runtime.reduce import allreduce
 from ..runtime.steps import breakdown, residual_test, tolerance
 from ..solvers.result import Breakdown
+from ..kernels.compile import hot
 from . import LoopSpec, loop
 
 __all__ = ["gmres_spec", "LOOPS"]
@@ -71,40 +72,18 @@ def _gmres_loop(passes, delayed):
         event = NONE
         while True:
             if resume == BEGIN or resume == RESIDUAL:
-                first = resume == BEGIN
-                apply_operator(A, x, w, R, -1, I, F)
-                residual(b=b, r=w, coef=coef, out=out)      # r = b - A x, in w
-                R.send[0, 0] = dot(w, w)
-                if first:
-                    R.send[0, 1] = dot(b, b)
-                event = allreduce(R, 0, 2 if first else 1, 0, I, F, trace)
+                event = cycle_residual(A, x, b, w, out, resume == BEGIN, S, BETA, R, I, F, trace)
                 if event != NONE:
                     break
-                if first:
-                    event = tolerance(R.recv[0, 1], I, F)
-                    if event != NONE:
-                        break
-                S[BETA] = np.sqrt(max(R.recv[0, 0], 0.0))
                 resume = TOP
-            if resume == TOP:
-                if I[HIST] + m + 1 > hist.shape[0] or I[TRACE] + (passes + 1) * m + 2 > trace.shape[0]:
-                    event = FLUSH
-                    break
-                resume = AFTER_TEST
-                event = residual_test(S[BETA], hist, I, F)
+            if resume == TOP or resume == AFTER_TEST:
+                event, resume = cycle_top(resume, iteration, S[BETA], m, (passes + 1) * m + 2, hist, trace, I, F)
                 if event != NONE:
                     break
-            if resume == AFTER_TEST:
-                if iteration >= I[MAXITER]:
-                    event = MAX_ITERATIONS
-                    break
-                divide(w, S[BETA], V[0])
+                open_cycle(w, S[BETA], V[0], g)
                 if delayed:
                     divide(V[0], 1.0, u)   # u_0 = v_0, final as it is
                     S[ENDS] = 0.0
-                for k in range(m + 1):
-                    g[k] = 0.0
-                g[0] = S[BETA]
                 j = 0
                 resume = INNER
             if resume == INNER:
@@ -129,6 +108,53 @@ def _gmres_loop(passes, delayed):
 
 
 LOOPS = {name: _gmres_loop(*ways) for name, ways in ORTHOGONALIZATIONS.items()}
+
+
+@loop
+def cycle_residual(A, x, b, w, scratch, first, S, beta, R, I, F, trace):
+    """A cycle's first residual ``w = b - A x`` and its norm into ``S[beta]``, one
+    reduction (label 0); the solve's first also carries ``(b, b)`` for the tolerance.
+    Returns the event (the tolerance's: b = 0, b not finite)."""
+    apply_operator(A, x, w, R, -1, I, F)
+    residual(b=b, r=w, coef=scratch, out=scratch)
+    R.send[0, 0] = dot(w, w)
+    if first:
+        R.send[0, 1] = dot(b, b)
+    event = allreduce(R, 0, 2 if first else 1, 0, I, F, trace)
+    if event != NONE:
+        return event
+    if first:
+        event = tolerance(R.recv[0, 1], I, F)
+        if event != NONE:
+            return event
+    S[beta] = np.sqrt(max(R.recv[0, 0], 0.0))
+    return NONE
+
+
+@hot
+def cycle_top(resume, iteration, beta, m, reductions, hist, trace, I, F):
+    """A cycle's top, from TOP: FLUSH unless the buffers hold a cycle of ``m`` norms and
+    ``reductions`` reductions, then the test of the true residual norm ``beta``; from
+    AFTER_TEST (the test passed to the driver, and failed) or after it, MAX_ITERATIONS
+    where no iteration is left.  Returns (event, where to resume)."""
+    if resume == TOP:
+        if I[HIST] + m + 1 > hist.shape[0] or I[TRACE] + reductions > trace.shape[0]:
+            return FLUSH, TOP
+        event = residual_test(beta, hist, I, F)
+        if event != NONE:
+            return event, AFTER_TEST
+    if iteration >= I[MAXITER]:
+        return MAX_ITERATIONS, AFTER_TEST
+    return NONE, AFTER_TEST
+
+
+@hot
+def open_cycle(r, beta, v0, g):
+    """A cycle's first basis vector ``r / beta`` and right-hand side ``beta e_0``."""
+    divide(r, beta, v0)
+    for k in range(g.shape[0]):
+        g[k] = 0.0
+    g[0] = beta
 
 
 @loop

@@ -146,7 +146,7 @@ def sstep_cg(W, x, b, S, I, F, hist, trace, A, P, R):
                             precondition(P, T[j + 1], Y[j + 1], R, -1, I, F)
                 used = 2 * m + 1
                 count = used * (used + 1) // 2
-                gram(Y, T, used, lanes, R.send[0])      # the local Y_a . T_b, a <= b
+                gram(Y, T, used, lanes, R.send[0], 0)      # the local Y_a . T_b, a <= b
                 first = J[FIRST] != 0
                 if first:       # the tolerance is relative to ||b||_M
                     if preconditioned:

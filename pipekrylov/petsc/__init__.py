@@ -20,7 +20,7 @@ The contexts, one per method:
 ``pipekrylov.petsc.GMRES``       classic GMRES(m)    ``PipeCGS``       derived p-CGS
 ``pipekrylov.petsc.PipeLCG``     p(l)-CG (deep)      ``PipeLGMRES``    p(l)-GMRES (deep)
 ``pipekrylov.petsc.GroppCG``     Gropp's CG          ``PipePRCG``      predict-and-recompute p-CG
-``pipekrylov.petsc.SStepCG``     s-step CG
+``pipekrylov.petsc.SStepCG``     s-step CG           ``SStepGMRES``    s-step GMRES(m)
 ========================  ==========================================================
 
 Options under the KSP's prefix: ``-ksp_pipekrylov_replacement`` (automatic residual
@@ -30,7 +30,7 @@ replacement), ``-ksp_pipekrylov_replace_every k``, ``-ksp_pipekrylov_loop auto|c
 depth and shift interval; by default the solver estimates it), ``-ksp_pipekrylov_drift_tol t``
 (p(l)-CG's hand-over to p-CG, default 1e-11; 0: off), ``-ksp_pipekrylov_fallback_depth l``
 (its depth after a breakdown, default 1; 0 keeps the depth), ``-ksp_pipekrylov_s s`` (s-step
-CG's iterations per reduction, default 4) and
+CG's and GMRES's iterations per reduction, default 4) and
 ``-ksp_pipekrylov_live_monitor``; ``-ksp_view`` shows them.
 
 The context implements ``solve`` itself (PETSc's generic loop would add a blocking norm per
@@ -64,9 +64,9 @@ iteration: measured in docs/compiled-loop.md).
 """
 from .binding import Binding, PETScOperator, PETScPC, aij
 from .contexts import (CG, CR, GMRES, BiCGStab, Classic, Context, Deep, Derived, GroppCG, PipeBiCGStab, PipeCG,
-                       PipeCGS, PipeCR, PipeLCG, PipeLGMRES, PipePRCG, SStep, SStepCG)
+                       PipeCGS, PipeCR, PipeLCG, PipeLGMRES, PipePRCG, SStep, SStepCG, SStepGMRES)
 from .ksp import make_ksp, run_ksp
 
 __all__ = ["CG", "CR", "BiCGStab", "GMRES", "PipeCG", "PipeCR", "PipeBiCGStab", "PipeCGS", "GroppCG", "PipePRCG", "PipeLCG",
-           "PipeLGMRES", "SStepCG", "Context", "Classic", "Derived", "Deep", "SStep", "Binding", "PETScOperator", "PETScPC",
+           "PipeLGMRES", "SStepCG", "SStepGMRES", "Context", "Classic", "Derived", "Deep", "SStep", "Binding", "PETScOperator", "PETScPC",
            "aij", "make_ksp", "run_ksp"]

@@ -11,7 +11,7 @@ from .binding import Binding
 
 __all__ = ["Context", "Classic", "Derived", "Deep", "CG", "CR", "BiCGStab", "GMRES", "PipeCG", "GroppCG", "PipePRCG",
            "PipeCR",
-           "PipeBiCGStab", "PipeCGS", "PipeLCG", "PipeLGMRES"]
+           "PipeBiCGStab", "PipeCGS", "PipeLCG", "PipeLGMRES", "SStepCG", "SStepGMRES"]
 
 # KSPs that use our contexts.  petsc4py 3.18 defers the destruction of a parallel KSP
 # that a script leaves alive to PetscFinalize, whose KSPReset then calls into the Python
@@ -294,8 +294,8 @@ class Deep(Context):
 
 
 class SStep(Context):
-    """s-step CG (:func:`pipekrylov.sstep_cg`) as a KSP: ``-ksp_pipekrylov_s`` iterations
-    per reduction (default 4)."""
+    """s-step CG and GMRES (:func:`pipekrylov.sstep_cg`, :func:`pipekrylov.sstep_gmres`) as
+    KSPs: ``-ksp_pipekrylov_s`` iterations per reduction (default 4)."""
 
     kind = "s-step"
 
@@ -306,12 +306,24 @@ class SStep(Context):
     def options(self, options):
         self.s = options.getInt("ksp_pipekrylov_s", self.s)
 
+    def refuse(self, options, prefix):
+        asked = [f"-{prefix}{key}" for key in ("ksp_gmres_modifiedgramschmidt", "ksp_gmres_cgs_refinement_type")
+                 if options.hasName(key)]
+        if self.method == "gmres" and asked:
+            raise ValueError("s-step GMRES orthogonalizes its blocks by block classical Gram-Schmidt and Cholesky "
+                             f"QR, twice where once loses accuracy; {' and '.join(asked)} cannot be honoured")
+
     def method_spec(self):
+        if self.method == "gmres":
+            return "s-gmres", {"s": self.s, "restart": self.restart}
         return "s-cg", {"s": self.s}
 
     def describe(self):
-        return [f"s: {self.s} iterations per reduction (a Newton basis, shifts from the solve's Ritz values)",
-                f"loop: {self.loop}"]
+        lines = [f"s: {self.s} iterations per reduction (a Newton basis, shifts from the solve's Ritz values)"]
+        if self.method == "gmres":
+            lines.append(f"restart: {self.restart}, block classical Gram-Schmidt with Cholesky QR, "
+                         "a second pass where it loses accuracy")
+        return lines + [f"loop: {self.loop}"]
 
 
 REFINEMENTS = {"refine_always": "cgs2", "refine_never": "cgs"}   # PETSc's -ksp_gmres_cgs_refinement_type
@@ -386,3 +398,7 @@ class PipeLGMRES(Deep):
 
 class SStepCG(SStep):
     method = "cg"
+
+
+class SStepGMRES(SStep):
+    method = "gmres"

@@ -6,7 +6,7 @@ import numpy as np
 from .inputs import distributed, fitted_restart
 from .solver import solve_once
 
-__all__ = ["gmres", "scipy_gmres", "CALLBACK_TYPES"]
+__all__ = ["gmres", "sstep_gmres", "scipy_gmres", "CALLBACK_TYPES"]
 
 CALLBACK_TYPES = ("x", "pr_norm", "legacy")
 
@@ -48,6 +48,25 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=30, maxiter=None, M=Non
     return scipy_gmres("gmres", A, b, x0, restart=restart, maxiter=maxiter, callback=callback,
                        callback_type=callback_type, monitor=monitor, rtol=rtol, atol=atol, M=M, comm=comm,
                        latency=latency, loop=loop, options={"restart": restart, "orthogonalization": orthogonalization})
+
+
+def sstep_gmres(A, b, x0=None, *, s=4, rtol=1e-5, atol=0.0, restart=30, maxiter=None, M=None, callback=None,
+                callback_type=None, comm=None, monitor=False, latency=0.0, loop="auto"):
+    """Solve ``A x = b`` by s-step GMRES(``restart``): one blocking reduction per ``s``
+    iterations where the basis is well conditioned (:mod:`pipekrylov.loops.sstep_gmres`).
+    Collective.
+
+    Arguments and result as :func:`gmres` (right preconditioning: the norm tested is
+    ``||b - A x||``, at each cycle's start), plus ``s`` (1 to 10), the iterations of a
+    block.  The result also has ``s``, ``short_blocks`` (blocks ended early where their
+    basis lost rank), ``second_passes`` (blocks orthogonalized twice, a second reduction)
+    and ``shifts`` (the Newton basis's, from the solve's Ritz values; a :class:`Solver`
+    keeps them for its later solves with the same matrix).
+    """
+    from ..loops.sstep_gmres import SStepGMRES
+    return scipy_gmres(SStepGMRES(s, restart), A, b, x0, restart=restart, maxiter=maxiter, callback=callback,
+                       callback_type=callback_type, monitor=monitor, rtol=rtol, atol=atol, M=M, comm=comm,
+                       latency=latency, loop=loop)
 
 
 def scipy_gmres(method, A, b, x0, *, restart, maxiter, callback, callback_type, monitor, comm, least=1,

@@ -5,7 +5,7 @@ __all__ = ["loop_spec", "METHODS"]
 
 METHODS = ("cg", "cr", "bicgstab", "gmres", "p-cg", "p-cr", "p-bicgstab", "p-cgs", "p-cg-hs", "p-cg-gropp", "p-cg-pr",
            "p(l)-cg",
-           "p(l)-gmres", "s-cg")
+           "p(l)-gmres", "s-cg", "s-gmres")
 
 
 def loop_spec(method, depth=None, **options):
@@ -14,7 +14,8 @@ def loop_spec(method, depth=None, **options):
     (``"p(l)-cg"``, or ``"p-cg"`` with ``depth`` > 1; the options of
     :func:`pipekrylov.deep.plcg`), p(l)-GMRES (``"p(l)-gmres"``, the options of
     :func:`pipekrylov.deep.plgmres`), s-step CG (``"s-cg"`` with option ``s``, or
-    ``"s(4)-cg"``), or a :class:`pipekrylov.derive.Method` (derived)."""
+    ``"s(4)-cg"``), s-step GMRES (``"s-gmres"`` or ``"s(4)-gmres"``, options ``s`` and
+    ``restart``), or a :class:`pipekrylov.derive.Method` (derived)."""
     deep = re.fullmatch(r"p\((\d+)\)-cg", method) if isinstance(method, str) else None
     if deep or (method == "p-cg" and depth not in (None, 1)):
         from ..deep.plcg import DeepCG
@@ -23,12 +24,17 @@ def loop_spec(method, depth=None, **options):
     if deep:
         from ..deep.plgmres import DeepGMRES
         return DeepGMRES(int(deep.group(1)), **options)
-    sstep = re.fullmatch(r"s\((\d+)\)-cg", method) if isinstance(method, str) else None
-    if sstep or method == "s-cg":
-        from ..loops.sstep import SStepCG
+    sstep = re.fullmatch(r"s\((\d+)\)-(cg|gmres)", method) if isinstance(method, str) else None
+    if sstep or method in ("s-cg", "s-gmres"):
         if sstep and "s" in options:
             raise TypeError(f"{method}: s is given by the name")
-        return SStepCG(int(sstep.group(1)), **options) if sstep else SStepCG(**options)
+        if sstep:
+            options["s"] = int(sstep.group(1))
+        if (sstep.group(2) if sstep else method[2:]) == "cg":
+            from ..loops.sstep import SStepCG
+            return SStepCG(**options)
+        from ..loops.sstep_gmres import SStepGMRES
+        return SStepGMRES(**options)
     if depth not in (None, 1):
         raise ValueError(f"{method}: depth {depth} is for p(l)-CG ('p-cg' or 'p(l)-cg')")
     if method == "gmres":
