@@ -277,3 +277,20 @@ def test_complex_shifts_are_reported_as_conjugate_pairs():
     for i, z in enumerate(shifts):
         if isinstance(z, complex) and z.imag > 0 and i + 1 < len(shifts):
             assert shifts[i + 1] == z.conjugate(), shifts
+
+
+@pytest.mark.mpi
+def test_every_rank_takes_rank_zeros_shifts(monkeypatch):
+    """Where LAPACK rounds differently on another rank's CPU (here: eigenvalues perturbed
+    by 1e-13 on ranks other than 0), every rank still takes rank 0's shifts, bit for bit,
+    and the same iterations (their branches depend on the shifts)."""
+    comm = MPI.COMM_WORLD
+    if comm.rank > 0:
+        eigvals = np.linalg.eigvals
+        monkeypatch.setattr(np.linalg, "eigvals", lambda H: eigvals(H) * (1 + 1e-13 * comm.rank))
+    A = pk.convection_diffusion2d(comm, 40)
+    b = rhs(A)
+    res = pk.sstep_gmres(A, b, s=4, rtol=1e-8, M="jacobi", callback_type="x")
+    assert res.info == 0
+    assert len(set(map(str, comm.allgather(res.shifts)))) == 1
+    assert len(set(comm.allgather(res.iterations))) == 1

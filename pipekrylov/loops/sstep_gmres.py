@@ -26,9 +26,10 @@ cycle is the true residual's, and convergence is decided there only.
 **The shifts** are the Ritz values of ``A M``: the eigenvalues of the Hessenberg matrix
 of the solve's first ``min(restart, 2 s)`` iterations, in Leja order (a complex value
 followed by its conjugate); the scale ``sigma`` is a quarter of their spread.  They are
-estimated again from the first whole cycle.  Until they are known the blocks are one
-unshifted step long: GMRES by classical Gram-Schmidt, one reduction an iteration.  A
-:class:`~pipekrylov.Solver` keeps them for its later solves with the same matrix.
+estimated again from the first whole cycle, by the driver on rank 0 (numpy's eigvals)
+and broadcast.  Until they are known the blocks are one unshifted step long: GMRES by
+classical Gram-Schmidt, one reduction an iteration.  A :class:`~pipekrylov.Solver` keeps
+them for its later solves with the same matrix.
 
 **Loss of accuracy and of rank.**  Where a Cholesky pivot keeps less than
 :data:`GOOD` of its column's squared norm (Pythagoras would lose digits, or the Newton
@@ -490,9 +491,16 @@ class SStepGMRES(LoopSpec):
         if event != ESTIMATE:
             return super().event(solver, run, event)
         names = dict(zip(W_NAMES, solver.W))
-        J = names["J"]
+        J, theta, curv, scale = names["J"], names["theta"], names["curv"], names["scale"]
         columns = int(J[COLUMN])
-        if estimate_shifts(names["Hu"], columns, names["theta"], names["curv"], names["scale"]):
+        # rank 0's: LAPACK on another CPU may round otherwise, and the shifts steer every rank's branches
+        packed = np.zeros(1 + 3 * self.s)
+        if solver.comm.Get_rank() == 0:
+            packed[0] = estimate_shifts(names["Hu"], columns, theta, curv, scale)
+            packed[1:] = np.concatenate([theta, curv, scale])
+        solver.comm.Bcast(packed, root=0)
+        if packed[0]:
+            theta[:], curv[:], scale[:] = np.split(packed[1:], 3)
             J[KNOWN] = 1
         J[ESTIMATED] = columns   # not again from these columns, estimated or not
 
