@@ -4,6 +4,7 @@ under an injected reduction latency.
     mpiexec -n 2 python -m benchmarks.sstep_latency
     mpiexec -n 2 python -m benchmarks.sstep_latency --local 1024 4096 --latencies 0 50 100 200
     mpiexec -n 2 python -m benchmarks.sstep_latency --gmres
+    mpiexec -n 2 python -m benchmarks.sstep_latency --flexible   # p-FCG and p-GCR instead of s-step
 
 2D Poisson with ``--local`` unknowns per rank, Jacobi, every method on a Solver set up
 once (set-up not timed), then whole solves of a fixed number of iterations (rtol 0:
@@ -35,6 +36,7 @@ METHODS = {"cg": ("cg", {}), "p-cg": ("p-cg", {}), "p(2)-cg": ("p(2)-cg", {"inte
            "s(4)-cg": ("s-cg", {"s": 4}), "s(8)-cg": ("s-cg", {"s": 8})}
 
 
+FLEXIBLE_METHODS = {"cg": ("cg", {}), "p-cg": ("p-cg", {}), "p-fcg": ("p-fcg", {}), "p-gcr": ("p-gcr", {})}
 GMRES_METHODS = {"gmres": ("gmres", {}), "p(1)-gmres": ("p(1)-gmres", {}), "s(4)-gmres": ("s-gmres", {"s": 4}),
                  "s(8)-gmres": ("s-gmres", {"s": 8})}
 
@@ -70,10 +72,12 @@ def main():
     parser.add_argument("--iterations", type=int, default=120)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--gmres", action="store_true", help="s-step GMRES against GMRES and p(1)-GMRES")
+    parser.add_argument("--flexible", action="store_true", help="p-FCG and p-GCR (mmax 15) in place of s-step CG")
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
     if args.gmres:
         return gmres_main(args, comm)
+    methods = FLEXIBLE_METHODS if args.flexible else METHODS
     rows = []
     for local in args.local:
         nx = int(round(np.sqrt(local * comm.size)))
@@ -81,19 +85,19 @@ def main():
         b = A.matvec(np.ones(A.partition.nlocal))
         for latency in args.latencies:
             solvers = {name: pk.Solver(A, method, M="jacobi", latency=latency * 1e-6, **options)
-                       for name, (method, options) in METHODS.items()}
+                       for name, (method, options) in methods.items()}
             funcs = {name: (lambda s: lambda: s.solve(b, rtol=0.0, maxiter=args.iterations))(s)
                      for name, s in solvers.items()}
             best = best_times(comm, funcs, args.repeat)
             # a solve may stop before maxiter where rtol 0 meets rounding: its own count
             its = {name: s.solve(b, rtol=0.0, maxiter=args.iterations).iterations for name, s in solvers.items()}
-            per = {name: best[name] / its[name] * 1e6 for name in METHODS}
-            rows.append([f"{nx * nx // comm.size:,}", f"{latency:g}"] + [f"{per[n]:.1f}" for n in METHODS] +
-                        [f"{per[n] / per['p-cg']:.2f}" for n in METHODS if n != "p-cg"])
+            per = {name: best[name] / its[name] * 1e6 for name in methods}
+            rows.append([f"{nx * nx // comm.size:,}", f"{latency:g}"] + [f"{per[n]:.1f}" for n in methods] +
+                        [f"{per[n] / per['p-cg']:.2f}" for n in methods if n != "p-cg"])
     if comm.rank == 0:
         print(f"time per iteration (us), 2D Poisson, Jacobi, {comm.size} rank(s), {args.iterations} iterations "
               f"per solve; {cpu_name()}")
-    head = ["unknowns/rank", "latency (us)"] + list(METHODS) + [f"{n} / p-cg" for n in METHODS if n != "p-cg"]
+    head = ["unknowns/rank", "latency (us)"] + list(methods) + [f"{n} / p-cg" for n in methods if n != "p-cg"]
     print_table(comm, head, rows)
 
 

@@ -13,6 +13,9 @@ late, DCGS2; "gmres cgs2", twice in each step; "gmres cgs", once, as PETSc's def
 p(1)-gmres, p(2)-gmres and s-step GMRES (s = 4 and 8; against pgmres) against PETSc's
 gmres, pgmres and pipefgmres, restart 30,
 Jacobi, on 2D convection-diffusion (nonsymmetric); "hidden" is then p(1)-gmres's.
+``--family flexible``: our p-fcg and p-gcr (pipelined flexible CG and GCR, mmax 15,
+Notay's truncation) against PETSc's pipefcg, fcg and pipegcr (their defaults, with the
+natural norm, which adds no reduction), beside cg and p-cg; "hidden" is then p-fcg's.
 
 2D Poisson with 256 ... 65,536 unknowns per rank and 10^6 in total, Jacobi, at 1, 2
 and 4 ranks, over shared memory and over TCP (Open MPI ``--mca btl tcp,self --mca
@@ -51,13 +54,18 @@ OURS = ["cg", "p-cg compiled", "p-cg python", "p(2)-cg compiled", "p(2)-cg pytho
 PETSC = ["PETSc cg", "PETSc pipecg", "PETSc pipelcg", "PETSc groppcg", "PETSc pipeprcg"]
 OURS_GMRES = ["gmres", "gmres cgs2", "gmres cgs", "p(1)-gmres", "p(2)-gmres", "s(4)-gmres", "s(8)-gmres"]
 PETSC_GMRES = ["PETSc gmres", "PETSc pgmres", "PETSc pipefgmres"]
+OURS_FLEXIBLE = ["cg", "p-cg compiled", "p-fcg", "p-gcr"]
+PETSC_FLEXIBLE = ["PETSc cg", "PETSc pipecg", "PETSc fcg", "PETSc pipefcg", "PETSc pipegcr"]
 # per family: (ours, PETSc's, our pipelined reference for "fixed" and "hidden", PETSc's reference)
 FAMILIES = {"cg": (OURS, PETSC, "p-cg compiled", "PETSc pipecg"),
-            "gmres": (OURS_GMRES, PETSC_GMRES, "p(1)-gmres", "PETSc pgmres")}
+            "gmres": (OURS_GMRES, PETSC_GMRES, "p(1)-gmres", "PETSc pgmres"),
+            "flexible": (OURS_FLEXIBLE, PETSC_FLEXIBLE, "p-fcg", "PETSc pipefcg")}
 # each of ours against PETSc's like it (PETSc's gmres orthogonalizes once, as "gmres cgs")
 GMRES_RATIOS = [("gmres", "PETSc gmres"), ("gmres cgs2", "PETSc gmres"), ("gmres cgs", "PETSc gmres"),
                 ("p(1)-gmres", "PETSc pgmres"), ("p(2)-gmres", "PETSc pgmres"), ("p(1)-gmres", "PETSc pipefgmres"),
                 ("s(4)-gmres", "PETSc pgmres"), ("s(8)-gmres", "PETSc pgmres")]
+FLEXIBLE_RATIOS = [("p-fcg", "PETSc pipefcg"), ("p-fcg", "PETSc fcg"), ("p-gcr", "PETSc pipegcr"),
+                   ("p-fcg", "PETSc pipecg")]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TCP = ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo"]
 
@@ -78,6 +86,8 @@ def our_solvers():
         "p-cg-pr": lambda A, b, n, **kw: prcg(A, b, rtol=0.0, maxiter=n, M="jacobi", **kw),
         "s(4)-cg": lambda A, b, n, **kw: pk.sstep_cg(A, b, s=4, rtol=0.0, maxiter=n, M="jacobi", **kw),
         "s(8)-cg": lambda A, b, n, **kw: pk.sstep_cg(A, b, s=8, rtol=0.0, maxiter=n, M="jacobi", **kw),
+        "p-fcg": lambda A, b, n, **kw: pk.pipefcg(A, b, rtol=0.0, maxiter=n, M="jacobi", **kw),
+        "p-gcr": lambda A, b, n, **kw: pk.pipegcr(A, b, rtol=0.0, maxiter=n, M="jacobi", **kw),
     }
 
 
@@ -125,12 +135,12 @@ def allreduce_time(comm, repeat=200):
 def worker(sizes, repeat, with_petsc, family="cg"):
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
-    ours = our_solvers() if family == "cg" else our_gmres()
-    _, petsc, reference, _ = FAMILIES[family]
+    ours, petsc, reference, _ = FAMILIES[family]
+    ours = {name: f for name, f in (our_gmres() if family == "gmres" else our_solvers()).items() if name in ours}
     t_reduce = allreduce_time(comm) if comm.size > 1 else 0.0
     for size in sizes:
         total = size * comm.size if size != TOTAL else TOTAL
-        A, b = (poisson if family == "cg" else convection_diffusion)(comm, total)
+        A, b = (convection_diffusion if family == "gmres" else poisson)(comm, total)
         costs = None
         if comm.size > 1:   # the halo: a grid line to each neighbouring rank
             line = comm.allreduce(len(A.halo.ghost_values), op=MPI.MAX) // (1 if comm.size == 2 else 2)
@@ -228,9 +238,9 @@ def report(rows, with_petsc, family="cg"):
     import platform
     ours, petsc, reference, petsc_reference = FAMILIES[family]
     names = ours + (petsc if with_petsc else [])
-    ratios = GMRES_RATIOS if family == "gmres" else [("p-cg compiled", "PETSc pipecg"), ("p-cg compiled", "PETSc cg"),
-                                                     ("gropp-cg", "PETSc groppcg"), ("p-cg-pr", "PETSc pipeprcg"),
-                                                     ("s(4)-cg", "PETSc pipecg")]
+    ratios = {"gmres": GMRES_RATIOS, "flexible": FLEXIBLE_RATIOS}.get(family, [
+        ("p-cg compiled", "PETSc pipecg"), ("p-cg compiled", "PETSc cg"), ("gropp-cg", "PETSc groppcg"),
+        ("p-cg-pr", "PETSc pipeprcg"), ("s(4)-cg", "PETSc pipecg")])
     header = ["transport", "ranks", "unknowns/rank"] + names + [f"{reference} fixed", f"{petsc_reference} fixed"] * with_petsc
     header += [f"{a} / {b.split()[1]}" for a, b in ratios] * with_petsc + ["allreduce", "hidden"]
     table = []
@@ -248,7 +258,7 @@ def report(rows, with_petsc, family="cg"):
                  "-" if r["hidden"] is None else f"{r['hidden']:.0%}"]
         table.append(line)
     cpu = cpu_name()
-    problem = "2D Poisson" if family == "cg" else "2D convection-diffusion, restart 30"
+    problem = "2D convection-diffusion, restart 30" if family == "gmres" else "2D Poisson"
     return (f"time per iteration, us ({problem}, Jacobi; difference of N1 and N2 iterations, set-up "
             f"subtracted: 'fixed' is the per-solve rest), "
             f"{cpu}, {os.cpu_count()} cores, {platform.node()}\n" + markdown_table(header, table))

@@ -17,6 +17,8 @@ _LAZY = {
     "write_petsc_binary": "pipekrylov.matrix",
     "cg": "pipekrylov.solvers",
     "sstep_cg": "pipekrylov.solvers",
+    "pipefcg": "pipekrylov.solvers",
+    "pipegcr": "pipekrylov.solvers",
     "cr": "pipekrylov.solvers",
     "bicgstab": "pipekrylov.solvers",
     "gmres": "pipekrylov.solvers",
@@ -29,6 +31,7 @@ _LAZY = {
     "Method": "pipekrylov.derive",
     "Jacobi": "pipekrylov.precond",
     "BlockJacobi": "pipekrylov.precond",
+    "BlockCG": "pipekrylov.precond",
 }
 
 __all__ = sorted(_LAZY)

@@ -24,7 +24,7 @@ from .parallel.commandline import (ArgumentParser, add_debug_option, at_least, c
                                    refuse_nested_launch, run_command)
 
 METHODS = ("cg", "cr", "bicgstab", "gmres", "p-cg", "p-cr", "p-bicgstab", "p-cgs", "p-cg-hs", "p-cg-gropp", "p-cg-pr",
-           "p-gmres", "s-cg", "s-gmres")
+           "p-gmres", "s-cg", "s-gmres", "p-fcg", "p-gcr")
 
 
 def build_problem(comm, problem, matrix):
@@ -67,6 +67,8 @@ def make_solver(method, depth=1, s=4):
     import pipekrylov as pk
     if method in ("s-cg", "s-gmres"):
         return functools.partial(pk.sstep_cg if method == "s-cg" else pk.sstep_gmres, s=s)
+    if method in ("p-fcg", "p-gcr"):
+        return pk.pipefcg if method == "p-fcg" else pk.pipegcr
     return pk.pipelined(method[2:], depth=depth) if method.startswith("p-") else getattr(pk, method)
 
 
@@ -241,7 +243,7 @@ def main(argv=None):
                 "p-cgs, p-cg-hs, p-cg-gropp, p-cg-pr (derived), p-gmres; s-cg, s-gmres (s-step)")
     option("--depth", type=int, default=1, help="pipeline depth l of p-cg (p(l)-CG) and p-gmres")
     option("--s", type=int, default=4, help="iterations per reduction of s-cg and s-gmres (1 to 10)")
-    option("--pc", default=None, help="jacobi, bjacobi, ilu0, ic0 (default none)")
+    option("--pc", default=None, help="jacobi, bjacobi, ilu0, ic0, bjacobi-cg(k) (default none)")
     option("--rtol", type=float, default=1e-8)
     option("--atol", type=float, default=0.0)
     option("--maxiter", type=int, default=None)

@@ -1,4 +1,6 @@
-"""Preconditioners: Jacobi, block Jacobi with ILU(0)/IC(0), and a user's operator.
+"""Preconditioners: Jacobi, block Jacobi with ILU(0)/IC(0) or with a few iterations of
+CG (a preconditioner that changes from one application to the next, for the flexible
+methods), and a user's operator.
 
 A preconditioner applies ``z = M^{-1} r`` on this rank's slice (``apply(r, z)``, no
 communication) and is set up collectively: a failure on any rank (a zero diagonal, a
@@ -11,12 +13,15 @@ namedtuple of its arrays) and registers their compiled apply with the runtime
 One whose apply only Python can run (a user's operator) gives operands that only the
 interpreted loop applies.
 """
+import re
 import time
 from collections import namedtuple
 
 import numpy as np
 
 from .kernels.compile import hot
+from .kernels.fused import dot
+from .kernels.spmv import INDEX, csr_matvec_rows, pointer_dtype
 from .kernels.triangular import ilu0_factor, ilu0_solve
 from .matrix.distributed import CSRBlock
 from .parallel import RowPartition, raise_on_any
@@ -24,7 +29,7 @@ from .runtime.layout import FLAG, POKE_ROWS, RANKS
 from .runtime.operators import register
 from .runtime.reduce import poke
 
-__all__ = ["Preconditioner", "Jacobi", "BlockJacobi", "PreconditionerFailure", "make_preconditioner",
+__all__ = ["Preconditioner", "Jacobi", "BlockJacobi", "BlockCG", "PreconditionerFailure", "make_preconditioner",
            "Identity", "PythonOperands"]
 
 
@@ -143,6 +148,47 @@ class BlockJacobi(Preconditioner):
         return BlockJacobiOperands(b.indptr, b.indices, b.data, self.diag)
 
 
+class BlockCG(Preconditioner):
+    """One block per rank, solved approximately by ``iterations`` steps of Jacobi-
+    preconditioned CG from zero (PETSc's ``-pc_type bjacobi -sub_ksp_type cg
+    -sub_pc_type jacobi -sub_ksp_max_it k``).  A few CG steps are a polynomial in the
+    block chosen by ``r`` itself: the preconditioner is not linear and changes from one
+    application to the next, as a multigrid cycle with a Krylov smoother does.  CG and
+    the pipelined CGs assume a fixed M and may stagnate with it; the flexible methods
+    (:func:`pipekrylov.pipefcg`) do not.  For an SPD matrix (a nonpositive diagonal
+    fails, collectively).  No communication."""
+
+    def __init__(self, A, iterations=4):
+        if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or iterations < 1:
+            raise ValueError(f"iterations must be a positive integer, got {iterations!r}")
+        self.iterations = int(iterations)
+        self.name = f"bjacobi-cg({self.iterations})"
+        block = A.local_block()
+        d = block.diagonal()
+        bad = np.flatnonzero(~(d > 0))
+        error = None
+        if len(bad):
+            error = PreconditionerFailure(f"block CG: nonpositive diagonal in row {A.partition.start + bad[0]}")
+        raise_on_any(A.comm, error)
+        n = block.shape[0]
+        self.arrays = (block.indptr.astype(pointer_dtype(block.nnz)), block.indices.astype(INDEX),
+                       block.data.astype(np.float64), 1.0 / d)
+        self.scratch = np.zeros((4, n))
+
+    def apply(self, r, z):
+        P = BlockCGOperands(*self.arrays, self.scratch, self.iterations)
+        rho = _cg_start(P, r, z)
+        for step in range(self.iterations):
+            rho = _cg_step(P, z, rho, step == self.iterations - 1)
+            if not rho > 0.0:
+                break
+
+    def operands(self, failures):
+        if not self._own_apply(BlockCG):
+            return super().operands(failures)
+        return BlockCGOperands(*self.arrays, self.scratch, self.iterations)
+
+
 class _Operator(Preconditioner):
     """A user's M, applied to this rank's slice: ``z = apply(r)``."""
 
@@ -164,6 +210,7 @@ class _Operator(Preconditioner):
 IdentityOperands = namedtuple("IdentityOperands", "unused")
 JacobiOperands = namedtuple("JacobiOperands", "inverse_diagonal")
 BlockJacobiOperands = namedtuple("BlockJacobiOperands", "indptr indices data diag")
+BlockCGOperands = namedtuple("BlockCGOperands", "indptr indices data inverse_diagonal scratch iterations")
 
 
 @hot
@@ -194,14 +241,71 @@ def _block_jacobi(P, r, z, R, slot, I, F):
     ilu0_solve(P.indptr, P.indices, P.data, P.diag, r, z)
 
 
+@hot
+def _block_cg(P, r, z, R, slot, I, F):
+    rho = _cg_start(P, r, z)
+    for step in range(P.iterations):
+        rho = _cg_step(P, z, rho, step == P.iterations - 1)
+        if not rho > 0.0:
+            break
+        poke(R, slot, I)
+
+
+# CG on the block B from z = 0, in steps (Python's apply takes the same ones): a step
+# stops where rho = (res, D^-1 res) is 0 (solved) or (p, B p) <= 0, so that z stays finite
+
+
+@hot
+def _cg_start(P, r, z):
+    """z = 0, res = r, p = D^-1 r; returns rho."""
+    res, p = P.scratch[0], P.scratch[2]
+    rho = 0.0
+    for i in range(r.shape[0]):
+        z[i] = 0.0
+        res[i] = r[i]
+        p[i] = P.inverse_diagonal[i] * r[i]
+        rho += res[i] * p[i]
+    return rho
+
+
+@hot
+def _cg_step(P, z, rho, last):
+    """One CG step (the next direction too, unless ``last``); returns the next rho, 0 to
+    stop."""
+    res, h, p, q = P.scratch[0], P.scratch[1], P.scratch[2], P.scratch[3]
+    n = z.shape[0]
+    if not rho > 0.0:
+        return 0.0
+    csr_matvec_rows(0, n, P.indptr, P.indices, P.data, p, q)
+    pq = dot(p, q)
+    if not pq > 0.0:
+        return 0.0
+    alpha = rho / pq
+    for i in range(n):
+        z[i] += alpha * p[i]
+        res[i] -= alpha * q[i]
+    if last:
+        return 0.0
+    rho_new = 0.0
+    for i in range(n):
+        h[i] = P.inverse_diagonal[i] * res[i]
+        rho_new += res[i] * h[i]
+    beta = rho_new / rho
+    for i in range(n):
+        p[i] = h[i] + beta * p[i]
+    return rho_new
+
+
 register(IdentityOperands, _identity)
 register(JacobiOperands, _jacobi)
 register(BlockJacobiOperands, _block_jacobi)
+register(BlockCGOperands, _block_cg)
 register(PythonOperands, None, _python_apply)
 
 
 def make_preconditioner(M, A):
-    """None, a name ('jacobi', 'ilu0', 'ic0', 'bjacobi'), a preconditioner or an operator.
+    """None, a name ('jacobi', 'ilu0', 'ic0', 'bjacobi', 'bjacobi-cg' or 'bjacobi-cg(k)': block
+    Jacobi with k CG steps, 4 by default), a preconditioner or an operator.
 
     Operators: a DistributedCSR with A's rows (applied by its matvec); a scipy sparse
     matrix or 2-D array given whole (distributed like A, then applied by matvec); a
@@ -216,7 +320,10 @@ def make_preconditioner(M, A):
             return Jacobi(A)
         if name in ("ilu0", "ic0", "bjacobi"):
             return BlockJacobi(A, "ilu0" if name == "bjacobi" else name)
-        raise ValueError(f"unknown preconditioner {M!r}: use 'jacobi', 'bjacobi', 'ilu0' or 'ic0'")
+        inner = re.fullmatch(r"bjacobi-cg(?:\((\d+)\))?", name)
+        if inner:
+            return BlockCG(A, int(inner.group(1) or 4))
+        raise ValueError(f"unknown preconditioner {M!r}: use 'jacobi', 'bjacobi', 'ilu0', 'ic0' or 'bjacobi-cg(k)'")
     if isinstance(M, Preconditioner):
         return M
     p, error = A.partition, None

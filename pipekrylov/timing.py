@@ -43,7 +43,10 @@ def petsc_solver(A, b, ksp_type, pc="jacobi"):
     DistributedCSR) from x = 0, rtol 0."""
     from .petsc import aij, make_ksp
     M = aij(A)
-    ksp = make_ksp(M, ksp_type, pc, options=[("ksp_pipelcg_pipel", 2)] if ksp_type == "pipelcg" else [])
+    options = {"pipelcg": [("ksp_pipelcg_pipel", 2)],   # the natural norm: no reduction of its own
+               "fcg": [("ksp_norm_type", "natural")], "pipefcg": [("ksp_norm_type", "natural")],
+               "pipegcr": [("ksp_norm_type", "natural")]}
+    ksp = make_ksp(M, ksp_type, pc, options=options.get(ksp_type, []))
     bv, xv = M.createVecs()
     bv.array[:] = b
 

@@ -65,3 +65,13 @@ def test_solve_command_runs_gmres_p_gmres_and_s_gmres_compiled_or_interpreted():
         record = json.loads(out.stdout.strip().splitlines()[-1])
         assert record["loop"] == loop and record["reason"] == "converged_rtol", record
         assert record["true_residual"] < 1e-7
+
+
+def test_solve_command_runs_pipelined_flexible_cg_under_a_changing_preconditioner():
+    import json
+    out = subprocess.run([sys.executable, "-m", "pipekrylov", "solve", "--problem", "poisson2d:30", "--method", "p-fcg",
+                          "--pc", "bjacobi-cg(4)", "--json"], capture_output=True, text=True, timeout=300, env=clean_env())
+    assert out.returncode == 0, out.stderr[-2000:]
+    record = json.loads(out.stdout.strip().splitlines()[-1])
+    assert record["loop"] == "compiled" and record["reason"] == "converged_rtol", record
+    assert record["preconditioner"] == "bjacobi-cg(4)" and record["true_residual"] < 1e-7

@@ -171,13 +171,19 @@ SAME_NORM, OTHER_NORM = "same", "other"
 PAIRS = {
     "poisson": [("CG", "cg", SAME_NORM), ("PipeCG", "pipecg", SAME_NORM), ("CR", "cr", OTHER_NORM),
                 ("PipeCR", "pipecr", OTHER_NORM), ("PipeLCG", "pipelcg", OTHER_NORM),
-                ("GroppCG", "groppcg", SAME_NORM), ("PipePRCG", "pipeprcg", SAME_NORM), ("SStepCG", "cg", OTHER_NORM)],
+                ("GroppCG", "groppcg", SAME_NORM), ("PipePRCG", "pipeprcg", SAME_NORM), ("SStepCG", "cg", OTHER_NORM),
+                ("PipeFCG", "pipefcg", SAME_NORM)],
     "convdiff": [("GMRES", "gmres", SAME_NORM), ("PipeLGMRES", "pgmres", SAME_NORM), ("BiCGStab", "bcgs", SAME_NORM),
                  ("PipeBiCGStab", "pipebcgs", SAME_NORM), ("PipeCGS", "cgs", SAME_NORM),
                  ("SStepGMRES", "gmres", SAME_NORM)],
     # Neumann: singular, the constants its null space (attached to the matrix)
     "neumann": [("CG", "cg", SAME_NORM), ("PipeCG", "pipecg", SAME_NORM), ("PipeLCG", "pipelcg", OTHER_NORM)],
 }
+
+# PETSc's pipelcg under gamg at 2 ranks: rounding decides whether it converges (it did
+# on the Intel Xeon in earlier runs; on an AMD EPYC Zen 3 it ran 2,000 iterations, ours
+# 13); where it does not, ours is held to the tolerance alone.
+PETSC_MAY_STAGNATE = {("PipeLCG", "gamg")}
 
 
 def tutorial_cases(cases):
@@ -197,7 +203,7 @@ def ours(name):
 def theirs(kind, problem):
     if problem == "convdiff":
         return [("ksp_type", kind), ("ksp_pc_side", "right")]
-    return [("ksp_type", kind)] + ([("ksp_norm_type", "unpreconditioned")] if kind in ("cg", "pipecg", "groppcg", "pipeprcg")
+    return [("ksp_type", kind)] + ([("ksp_norm_type", "unpreconditioned")] if kind in ("cg", "pipecg", "groppcg", "pipeprcg", "pipefcg")
                                  else [])
 
 
@@ -236,6 +242,9 @@ def test_our_types_against_petscs_under_every_pc(tutorial, ranks, problem):
     for j, (name, kind, norm, pc) in enumerate(runs):
         (its_p, reason_p, _), (its, reason, res) = results[2 * j], results[2 * j + 1]
         case = f"{name} against {kind}, pc {pc}: ours {its} its reason {reason}, PETSc's {its_p} its reason {reason_p}"
+        if (name, pc) in PETSC_MAY_STAGNATE and reason_p < 0 < reason:
+            assert res <= 1e-8 * (1 + 1e-6), case
+            continue
         assert reason == reason_p, case
         if norm == SAME_NORM:
             assert abs(its - its_p) <= max(2, 0.05 * its_p), case

@@ -42,7 +42,7 @@ def relative_residual(A, x, b):
 
 
 CASES = [("pipecg", pkp.PipeCG), ("cg", pkp.CG), ("groppcg", pkp.GroppCG), ("pipeprcg", pkp.PipePRCG),
-         ("pipebcgs", pkp.PipeBiCGStab), ("bcgs", pkp.BiCGStab)]
+         ("pipebcgs", pkp.PipeBiCGStab), ("bcgs", pkp.BiCGStab), ("pipefcg", pkp.PipeFCG)]
 
 
 @pytest.mark.mpi
@@ -140,6 +140,78 @@ def test_sstep_gmres_context_against_petscs_gmres(comm, name, pc):
     assert reason_p > 0 and abs(its - its_p) <= 0.1 * its_p + 2, (its, its_p)
     with pytest.raises(ValueError, match="ksp_gmres_cgs_refinement_type cannot be honoured"):
         history_of(A, pkp.SStepGMRES, None, pc, b, [("ksp_gmres_cgs_refinement_type", "refine_always")])
+
+
+def inner_cg(k):
+    """PETSc's changing PC: block Jacobi, each block solved by k Jacobi-CG steps."""
+    return [("sub_ksp_type", "cg"), ("sub_pc_type", "jacobi"), ("sub_ksp_max_it", k), ("sub_ksp_rtol", 1e-30),
+            ("sub_ksp_convergence_test", "skip")]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("mmax", [15, 5])
+def test_pipefcg_context_takes_petscs_pipefcg_iterations_with_a_changing_pc(comm, mmax):
+    """PipeFCG as a KSP type under PETSc's own changing PC (8 inner CG steps per block,
+    applied through PCApply): PETSc's pipefcg iterations with the same -ksp_pipefcg_mmax,
+    within 10% + 3, and the tolerance met by b - A x.  (With fewer inner steps the count
+    is rounding's: PETSc's own ranges over 168-305 for b perturbed by 1e-13.)"""
+    A = petsc_poisson(comm, 40)
+    options = inner_cg(8) + [("ksp_pipefcg_mmax", mmax), ("ksp_pipefcg_truncation_type", "notay")]
+    ksp = pkp.make_ksp(A, pkp.PipeFCG, "bjacobi", max_it=3000, options=options)
+    its, reason, x = pkp.run_ksp(ksp)
+    ctx = ksp.getPythonContext()
+    assert reason > 0 and relative_residual(A, x, 1.0) <= 1e-8 * 1.01
+    assert (ctx.mmax, ctx.truncation) == (mmax, "notay") and ctx.last_result.mmax == mmax
+    ksp.destroy()
+    ksp = pkp.make_ksp(A, "pipefcg", "bjacobi", max_it=3000, unpreconditioned=True, options=options)
+    its_p, reason_p, _ = pkp.run_ksp(ksp)
+    ksp.destroy()
+    assert reason_p > 0 and abs(its - its_p) <= 0.1 * its_p + 3, (its, its_p)
+
+
+@pytest.mark.mpi
+def test_pipefcg_context_converges_where_petscs_pipecg_does_not(comm):
+    """Two inner CG steps per block: PipeFCG and PETSc's pipefcg converge, PETSc's pipecg,
+    which assumes a fixed M, does not in 10 x as many iterations."""
+    A = petsc_poisson(comm, 40)
+    counts = []
+    for kind, options in [(pkp.PipeFCG, []), ("pipefcg", []), ("pipecg", [])]:
+        ksp = pkp.make_ksp(A, kind, "bjacobi", max_it=3000 if kind != "pipecg" else 10 * max(counts),
+                           unpreconditioned=kind != pkp.PipeFCG, options=inner_cg(2) + options)
+        its, reason, x = pkp.run_ksp(ksp)
+        ksp.destroy()
+        counts.append(its)
+        if kind == "pipecg":
+            assert reason < 0 and not relative_residual(A, x, 1.0) <= 1e-4
+        else:
+            assert reason > 0 and relative_residual(A, x, 1.0) <= 1e-8 * 1.01, kind
+    with pytest.raises(ValueError, match="truncation"):
+        ksp = pkp.make_ksp(A, pkp.PipeFCG, "jacobi", options=[("ksp_pipefcg_truncation_type", "full")])
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("name", ["convection_diffusion2d", "hor_131", "cage9"])
+def test_pipegcr_context_against_petscs_pipegcr(comm, name):
+    """PipeGCR as a KSP type (Jacobi, on the compiled loop): PETSc's pipegcr iterations
+    within 10% + 3 with the same -ksp_pipegcr_mmax, and the tolerance met by b - A x
+    (which ours confirms: PETSc's pipegcr tests its recurrence's residual only);
+    -ksp_pipegcr_unroll_w false is refused."""
+    S = scipy_matrix(name)
+    b = S @ np.ones(S.shape[0])
+    A = pkp.aij(S, comm)
+    options = [("ksp_pipegcr_mmax", 10)]
+    ksp = pkp.make_ksp(A, pkp.PipeGCR, "jacobi", max_it=3000, options=options)
+    its, reason, x = pkp.run_ksp(ksp, b)
+    ctx = ksp.getPythonContext()
+    assert reason > 0 and relative_residual(A, x, b) <= 1e-8 * 1.01
+    assert ctx.mmax == 10 and ctx.last_result.loop == "compiled"
+    ksp.destroy()
+    ksp = pkp.make_ksp(A, "pipegcr", "jacobi", max_it=3000, unpreconditioned=True, options=options)
+    its_p, reason_p, _ = pkp.run_ksp(ksp, b)
+    ksp.destroy()
+    assert reason_p > 0 and abs(its - its_p) <= 0.1 * its_p + 3, (its, its_p)
+    with pytest.raises(ValueError, match="unroll_w false cannot be honoured"):
+        pkp.make_ksp(A, pkp.PipeGCR, "jacobi", options=[("ksp_pipegcr_unroll_w", "false")])
 
 
 SPD_PAIRS = [("cg", pkp.CG), ("pipecg", pkp.PipeCG)]

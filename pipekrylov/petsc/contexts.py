@@ -11,7 +11,7 @@ from .binding import Binding
 
 __all__ = ["Context", "Classic", "Derived", "Deep", "CG", "CR", "BiCGStab", "GMRES", "PipeCG", "GroppCG", "PipePRCG",
            "PipeCR",
-           "PipeBiCGStab", "PipeCGS", "PipeLCG", "PipeLGMRES", "SStepCG", "SStepGMRES"]
+           "PipeBiCGStab", "PipeCGS", "PipeLCG", "PipeLGMRES", "SStepCG", "SStepGMRES", "Flexible", "PipeFCG", "PipeGCR"]
 
 # KSPs that use our contexts.  petsc4py 3.18 defers the destruction of a parallel KSP
 # that a script leaves alive to PetscFinalize, whose KSPReset then calls into the Python
@@ -326,6 +326,35 @@ class SStep(Context):
         return lines + [f"loop: {self.loop}"]
 
 
+class Flexible(Context):
+    """Pipelined flexible CG and GCR (:func:`pipekrylov.pipefcg`, :func:`pipekrylov.pipegcr`)
+    as KSPs, with PETSc's options ``-ksp_pipefcg_mmax`` / ``-ksp_pipegcr_mmax`` (15) and
+    ``-ksp_pipefcg_truncation_type`` / ``-ksp_pipegcr_truncation_type`` (``notay`` or
+    ``standard``).  PIPEGCR's ``w`` is always updated by its recurrence (PETSc's default
+    ``-ksp_pipegcr_unroll_w``): asking otherwise is refused."""
+
+    kind = "flexible pipelined"
+
+    def __init__(self):
+        super().__init__()
+        self.mmax, self.truncation = 15, "notay"
+
+    def options(self, options):
+        self.mmax = options.getInt(f"ksp_pipe{self.method}_mmax", self.mmax)
+        self.truncation = (options.getString(f"ksp_pipe{self.method}_truncation_type", self.truncation) or "").lower()
+
+    def refuse(self, options, prefix):
+        if self.method == "gcr" and not options.getBool("ksp_pipegcr_unroll_w", True):
+            raise ValueError(f"-{prefix}ksp_pipegcr_unroll_w false cannot be honoured: PipeGCR updates w = A u by "
+                             "its recurrence (PETSc's default), in the iteration's overlap")
+
+    def method_spec(self):
+        return f"p-{self.method}", {"mmax": self.mmax, "truncation": self.truncation}
+
+    def describe(self):
+        return [f"max previous directions: {self.mmax}, {self.truncation} truncation", f"loop: {self.loop}"]
+
+
 REFINEMENTS = {"refine_always": "cgs2", "refine_never": "cgs"}   # PETSc's -ksp_gmres_cgs_refinement_type
 GRAM_SCHMIDT = {"cgs2": "twice (refine_always)", "cgs": "once (refine_never)",
                 "dcgs2": "twice, the second pass a step late (DCGS2: one reduction a step)"}
@@ -402,3 +431,11 @@ class SStepCG(SStep):
 
 class SStepGMRES(SStep):
     method = "gmres"
+
+
+class PipeFCG(Flexible):
+    method = "fcg"
+
+
+class PipeGCR(Flexible):
+    method = "gcr"

@@ -5,7 +5,7 @@ __all__ = ["loop_spec", "METHODS"]
 
 METHODS = ("cg", "cr", "bicgstab", "gmres", "p-cg", "p-cr", "p-bicgstab", "p-cgs", "p-cg-hs", "p-cg-gropp", "p-cg-pr",
            "p(l)-cg",
-           "p(l)-gmres", "s-cg", "s-gmres")
+           "p(l)-gmres", "s-cg", "s-gmres", "p-fcg", "p-gcr")
 
 
 def loop_spec(method, depth=None, **options):
@@ -15,7 +15,9 @@ def loop_spec(method, depth=None, **options):
     :func:`pipekrylov.deep.plcg`), p(l)-GMRES (``"p(l)-gmres"``, the options of
     :func:`pipekrylov.deep.plgmres`), s-step CG (``"s-cg"`` with option ``s``, or
     ``"s(4)-cg"``), s-step GMRES (``"s-gmres"`` or ``"s(4)-gmres"``, options ``s`` and
-    ``restart``), or a :class:`pipekrylov.derive.Method` (derived)."""
+    ``restart``), pipelined flexible CG and GCR (``"p-fcg"``, ``"p-gcr"``, options ``mmax`` and
+    ``truncation``),
+    or a :class:`pipekrylov.derive.Method` (derived)."""
     deep = re.fullmatch(r"p\((\d+)\)-cg", method) if isinstance(method, str) else None
     if deep or (method == "p-cg" and depth not in (None, 1)):
         from ..deep.plcg import DeepCG
@@ -37,6 +39,9 @@ def loop_spec(method, depth=None, **options):
         return SStepGMRES(**options)
     if depth not in (None, 1):
         raise ValueError(f"{method}: depth {depth} is for p(l)-CG ('p-cg' or 'p(l)-cg')")
+    if method in ("p-fcg", "p-gcr"):
+        from ..loops.flexible import Flexible
+        return Flexible(method[2:], **options)
     if method == "gmres":
         from ..loops.gmres import gmres_spec
         return gmres_spec(**options)

@@ -1,0 +1,37 @@
+"""Pipelined flexible CG and GCR, scipy's calling contract (the loop:
+:mod:`pipekrylov.loops.flexible`)."""
+from .solver import solve_once
+
+__all__ = ["pipefcg", "pipegcr"]
+
+
+def pipefcg(A, b, x0=None, *, mmax=15, truncation="notay", rtol=1e-5, atol=0.0, maxiter=None, M=None,
+            callback=None, comm=None, monitor=False, latency=0.0, loop="auto"):
+    """Solve ``A x = b`` (``A`` SPD) by pipelined flexible CG (PETSc's pipefcg): for a
+    preconditioner that may change from one application to the next, such as
+    ``M="bjacobi-cg(k)"`` or a callable that itself iterates; one reduction per iteration,
+    overlapped with M and A.  Collective.
+
+    Arguments and result as :func:`pipekrylov.cg`, plus ``mmax``, the most earlier
+    directions a new one is made A-orthogonal to, and ``truncation``, ``"notay"`` (the
+    window grows from 1 to ``mmax`` and starts again) or ``"standard"`` (the last
+    ``mmax``).  The norm tested is ``||r||`` of the recurrences, and a test that passes is
+    confirmed against ``||b - A x|| <= max(atol, rtol ||b||)`` before convergence is
+    reported.  ``result.restarts`` counts new cycles from ``b - A x`` where the directions
+    lost A-orthogonality.
+    """
+    from ..loops.flexible import PipeFCG
+    return solve_once(PipeFCG(mmax, truncation), A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+                      callback=callback, comm=comm, monitor=monitor, latency=latency, loop=loop)
+
+
+def pipegcr(A, b, x0=None, *, mmax=15, truncation="notay", rtol=1e-5, atol=0.0, maxiter=None, M=None,
+            callback=None, comm=None, monitor=False, latency=0.0, loop="auto"):
+    """Solve ``A x = b`` (any nonsingular ``A``) by pipelined flexible GCR (PETSc's
+    pipegcr): as :func:`pipefcg`, with directions ``A^T A``-orthogonal, so that each
+    iteration minimizes ``||r||`` over the window's span (GMRES's residual, truncated).
+    Right preconditioned, M may change.  Collective.
+    """
+    from ..loops.flexible import PipeGCR
+    return solve_once(PipeGCR(mmax, truncation), A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+                      callback=callback, comm=comm, monitor=monitor, latency=latency, loop=loop)
