@@ -38,6 +38,7 @@ def test_with_a_fixed_preconditioner_it_takes_cgs_iterations(name, pc):
         assert true_residual(A, res.x, b) <= 1e-8
         assert count(res, loop.ITERATION_LABEL) == res.iterations
         assert count(res, loop.START_LABEL) == 1 + res.restarts + res.replacements
+        assert len(res.residual_norms) == res.iterations + 1
 
 
 @pytest.mark.parametrize("name", SPD)
@@ -80,6 +81,7 @@ def test_with_a_changing_preconditioner_it_converges_where_pipelined_cg_does_not
     assert res.info == 0, res.reason
     assert true_residual(A, res.x, b) <= 1e-8
     assert count(res, loop.ITERATION_LABEL) == res.iterations
+    assert len(res.residual_norms) == res.iterations + 1     # new cycles and failed confirmations add none
     plain = pk.pipelined("cg")(A, b, rtol=1e-8, M=M, maxiter=10 * res.iterations)
     assert plain.info != 0
     assert true_residual(A, plain.x, b) > 1e-4

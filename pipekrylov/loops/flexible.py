@@ -18,8 +18,9 @@ so that a nonlinear M sees a residual-like vector) and ``n = A m`` are computed.
 
 The window: ``mmax`` directions (PETSc's "standard" truncation) or, by default, Notay's
 ``((i - 1) mod mmax) + 1`` (a restart every ``mmax`` iterations in all but the
-residual).  A negative ``eta_i`` (the recurrences have lost A-orthogonality) starts a new
-cycle from ``b - A x``, as PETSc's does (``result.restarts``).  The residual tested is the
+residual).  An ``eta_i <= 0`` (the recurrences have lost A-orthogonality) starts a new
+cycle from ``b - A x``, as PETSc's does at ``eta_i < 0`` (``result.restarts``), with no
+test of its own: the last iteration's stands, as it does where a confirmation failed.  The residual tested is the
 recurrence's ``||r||``, in the iteration's reduction; a test that passes is confirmed
 against ``b - A x`` (one more operator application and reduction per solve)."""
 import numpy as np
@@ -98,10 +99,11 @@ def flexible(W, x, b, S, I, F, hist, trace, A, P, R):
                 event = tolerance(d[3], I, F)
                 if event != NONE:
                     break
-            gamma, eta, rr = d[0], d[1], d[2]
+            gamma, eta = d[0], d[1]
             J[K], J[WINDOW] = 0, 0
             resume = AFTER_TEST
-            event = residual_test(np.sqrt(rr), hist, I, F)
+            if first:   # a later cycle's b - A x was tested where the last one ended (as PETSc's)
+                event = residual_test(np.sqrt(d[2]), hist, I, F)
         elif resume == TOP or resume == REDUCE:
             k = J[K]
             if resume == TOP:   # the iteration's update, and the local dots of the next reduction
@@ -256,6 +258,8 @@ class Flexible(LoopSpec):
             raise ValueError(f"mmax must be a positive integer, got {mmax!r}")
         if truncation not in TRUNCATIONS:
             raise ValueError(f"truncation must be one of {', '.join(TRUNCATIONS)}, got {truncation!r}")
+        if method not in ("fcg", "gcr"):
+            raise ValueError(f"method must be 'fcg' or 'gcr', got {method!r}")
         self.method, self.mmax, self.truncation = method, int(mmax), truncation
         left = "w" if method == "gcr" else "u"
         super().__init__(f"p-{method}", flexible,

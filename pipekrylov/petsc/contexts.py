@@ -134,7 +134,7 @@ class Context:
             viewer.printfASCII(f"  {line}\n")
         viewer.printfASCII("  convergence test: ||b - A x||_2 (the unpreconditioned norm), M applied on the right"
                            + (" (symmetrically: CG's iterates are left preconditioning's too)\n"
-                              if self.method in ("cg", "cr") else "\n"))
+                              if self.method in ("cg", "cr", "fcg") else "\n"))
         if self.binding is not None:
             viewer.printfASCII(f"  preconditioner applied: {self.binding.pc_name}\n")
         if self.last_result is not None:
