@@ -1,8 +1,10 @@
 """Run the test suite: serially, then under mpiexec at each process count.
 
-    python tools/run_tests.py [--sizes 2 4] [--timeout SECONDS] [pytest args...]
+    python tools/run_tests.py [--sizes 2 4] [--no-serial] [--timeout SECONDS] [pytest args...]
 
-The serial run takes every test; the MPI runs take the tests marked ``mpi``.  Every
+The serial run takes every test; the MPI runs take the tests marked ``mpi``.  ``--sizes``
+with no count makes the serial run alone, ``--no-serial`` the MPI runs alone (CI makes
+them apart, to compile beside another stack's serial run).  Every
 mpiexec run has a wall-clock timeout (a deadlock fails the run, it does not hang it), a
 failure on any rank fails the run, and the last line printed is the combined pytest-style
 summary of all runs.
@@ -78,6 +80,7 @@ def main():
     # machine compiles every kernel inside the serial run
     parser.add_argument("--timeout", type=float, default=2400,
                         help="wall-clock limit of each run (serial and each mpiexec), seconds")
+    parser.add_argument("--no-serial", action="store_true", help="only the MPI runs")
     parser.add_argument("--mpiexec", default=os.environ.get("MPIEXEC", "mpiexec"))
     args, pytest_args = parser.parse_known_args()
     env = mpi_environment()
@@ -89,7 +92,8 @@ def main():
     # mpiexec hands rank 0 a terminal of its own: say explicitly whether ours is one.
     pytest_args = ["--color=" + ("yes" if sys.stdout.isatty() else "no"), *pytest_args]
     with tempfile.TemporaryDirectory() as tmp:
-        runs = [("serial", [python, "-m", "pytest", "-q", *pytest_args], activated_environment())]
+        runs = [] if args.no_serial else [("serial", [python, "-m", "pytest", "-q", *pytest_args],
+                                           activated_environment())]
         for n in args.sizes:
             if mpiexec is None:
                 print("mpiexec not found: cannot run the MPI tests", file=sys.stderr)

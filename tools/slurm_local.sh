@@ -4,20 +4,33 @@
 #                                    prints the SLURM_CONF to export
 #   tools/slurm_local.sh stop DIR    stops the daemons started with DIR (munged too, if
 #                                    start had to start it), and waits until they are gone
+#   tools/slurm_local.sh munge       munged for the machine, which no stop ends (CI runs
+#                                    two suites at once: one's stop must not end the
+#                                    other's munged)
 # SLURMCTLD_PORT and SLURMD_PORT (default 6817, 6818) keep it clear of another Slurm.
 # Needs root and Debian's slurm-wlm and munge (tools/setup_env.sh --slurm installs them).
 set -euo pipefail
-action=${1:?start or stop}
+action=${1:?start, stop or munge}
+
+start_munge() {   # munged, unless one answers; prints its pid if this started it
+    mkdir -p /run/munge /var/log/munge /var/lib/munge
+    [ -s /etc/munge/munge.key ] || mungekey --create --keyfile=/etc/munge/munge.key
+    if ! munge -n >/dev/null 2>&1; then
+        munged --force
+        pgrep -n -x munged
+    fi
+}
+
+if [ "$action" = munge ]; then
+    start_munge >/dev/null
+    exit 0
+fi
 dir=$(realpath -m "${2:?directory}")
 conf=$dir/slurm.conf
 case $action in
 start)
-    mkdir -p "$dir/state" "$dir/spool" /run/munge /var/log/munge /var/lib/munge
-    [ -s /etc/munge/munge.key ] || mungekey --create --keyfile=/etc/munge/munge.key
-    if ! munge -n >/dev/null 2>&1; then
-        munged --force
-        pgrep -n -x munged > "$dir/munged.pid"     # ours: stop ends it too
-    fi
+    mkdir -p "$dir/state" "$dir/spool"
+    start_munge > "$dir/munged.pid"     # ours, if it started one: stop ends it too
     node=$(hostname -s)
     cat > "$conf" <<CONF
 ClusterName=pipekrylov-test
@@ -78,7 +91,7 @@ stop)
     for pid in $alive; do kill -9 "$pid" 2>/dev/null || true; done
     ;;
 *)
-    echo "usage: $0 start|stop DIR" >&2
+    echo "usage: $0 start|stop DIR, or $0 munge" >&2
     exit 2
     ;;
 esac
