@@ -84,7 +84,7 @@ class Identity(Preconditioner):
         z[:] = r
 
     def operands(self, failures):
-        return IdentityOperands(0) if self._own_apply(Identity) else super().operands(failures)
+        return DiagonalOperands(_NO_DIAGONAL) if self._own_apply(Identity) else super().operands(failures)
 
 
 class Jacobi(Preconditioner):
@@ -105,7 +105,7 @@ class Jacobi(Preconditioner):
         np.multiply(self.inverse_diagonal, r, out=z)
 
     def operands(self, failures):
-        return JacobiOperands(self.inverse_diagonal) if self._own_apply(Jacobi) else super().operands(failures)
+        return DiagonalOperands(self.inverse_diagonal) if self._own_apply(Jacobi) else super().operands(failures)
 
 
 class BlockJacobi(Preconditioner):
@@ -207,23 +207,27 @@ class _Operator(Preconditioner):
 
 
 # ---------------------------------------------------------------- the compiled applies
-IdentityOperands = namedtuple("IdentityOperands", "unused")
-JacobiOperands = namedtuple("JacobiOperands", "inverse_diagonal")
+# No preconditioner and Jacobi are one kind, z = D^-1 r with D = I where no diagonal is
+# given: a loop is compiled once per kind of operands it receives (15-80 s a loop on a
+# first run), and the branch costs an apply nothing measurable.
+DiagonalOperands = namedtuple("DiagonalOperands", "inverse_diagonal")
+_NO_DIAGONAL = np.zeros(0)
+# Earlier versions' names: Numba unpickles a cache index (whose signatures name them)
+# before it sees that the index is stale, and fails on a name that is gone.
+IdentityOperands = JacobiOperands = DiagonalOperands
 BlockJacobiOperands = namedtuple("BlockJacobiOperands", "indptr indices data diag")
 BlockCGOperands = namedtuple("BlockCGOperands", "indptr indices data inverse_diagonal scratch iterations")
 
 
 @hot
-def _identity(P, r, z, R, slot, I, F):
-    for i in range(r.shape[0]):
-        z[i] = r[i]
-
-
-@hot
-def _jacobi(P, r, z, R, slot, I, F):
+def _diagonal(P, r, z, R, slot, I, F):
+    n = r.shape[0]
+    if P.inverse_diagonal.shape[0] == 0:
+        for i in range(n):
+            z[i] = r[i]
+        return
     # chunks of I[POKE_ROWS] rows, poking the reduction in flight between two; slices
     # indexed from 0, so that the loop has no negative-index test and vectorizes
-    n = r.shape[0]
     step = I[POKE_ROWS] if slot >= 0 and I[RANKS] > 1 else n
     first = 0
     while first < n:
@@ -296,8 +300,7 @@ def _cg_step(P, z, rho, last):
     return rho_new
 
 
-register(IdentityOperands, _identity)
-register(JacobiOperands, _jacobi)
+register(DiagonalOperands, _diagonal)
 register(BlockJacobiOperands, _block_jacobi)
 register(BlockCGOperands, _block_cg)
 register(PythonOperands, None, _python_apply)
