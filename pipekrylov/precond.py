@@ -212,9 +212,6 @@ class _Operator(Preconditioner):
 # first run), and the branch costs an apply nothing measurable.
 DiagonalOperands = namedtuple("DiagonalOperands", "inverse_diagonal")
 _NO_DIAGONAL = np.zeros(0)
-# Earlier versions' names: Numba unpickles a cache index (whose signatures name them)
-# before it sees that the index is stale, and fails on a name that is gone.
-IdentityOperands = JacobiOperands = DiagonalOperands
 BlockJacobiOperands = namedtuple("BlockJacobiOperands", "indptr indices data diag")
 BlockCGOperands = namedtuple("BlockCGOperands", "indptr indices data inverse_diagonal scratch iterations")
 

@@ -93,3 +93,26 @@ def test_a_loops_cache_stamp_does_not_depend_on_what_was_imported_first(tmp_path
                              timeout=300, check=True).stdout.strip()
               for first in ([], ["pipekrylov.precond"], ["pipekrylov.runtime.csr", "pipekrylov.solvers"])}
     assert len(stamps) == 1 and len(stamps.pop()) == 16
+
+
+def test_a_cache_index_naming_a_class_that_is_gone_is_stale_not_an_error(tmp_path, monkeypatch):
+    """An index another version wrote (the generated kernels' cache is shared by versions
+    that generate the same source) names its operands' classes; where one is gone here,
+    the index reads as stale and the next save replaces it."""
+    import pickle
+    import numba
+    from numba.core import caching
+
+    (tmp_path / "gone_module.py").write_text("class Operands:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import gone_module
+    index = caching.IndexDataCacheFile(cache_path=str(tmp_path), filename_base="kernel", source_stamp="new")
+    with open(tmp_path / "kernel.nbi", "wb") as f:
+        pickle.dump(numba.__version__, f)
+        f.write(pickle.dumps(("old", {(gone_module.Operands(), "target"): "kernel.1.nbc"})))
+    del sys.modules["gone_module"]
+    (tmp_path / "gone_module.py").unlink()
+    assert getattr(caching.IndexDataCacheFile._load_index, "tolerant", False)   # pipekrylov imported
+    assert index._load_index() == {}
+    index.save(("signature", "target"), b"compiled")
+    assert index.load(("signature", "target")) == b"compiled"

@@ -18,6 +18,7 @@ import functools
 import hashlib
 import importlib.util
 import os
+import pickle
 import sys
 import threading
 from contextlib import contextmanager
@@ -276,6 +277,27 @@ class PackageCacheLocator(caching._CacheLocator):
 
 if PackageCacheLocator not in caching.CacheImpl._locator_classes:
     caching.CacheImpl._locator_classes.insert(0, PackageCacheLocator)
+
+
+def _tolerant(load_index):
+    """Numba unpickles a cache index before it compares the index's stamp with the source's,
+    so an index that another version of the package wrote (the generated kernels' cache is
+    shared by the versions that generate the same source; an upgrade finds its old one)
+    fails to load where it names a class this version lacks: an ``AttributeError`` from
+    deep in the compile, not a recompile.  Read such an index as stale (empty); the next
+    save replaces it."""
+    @functools.wraps(load_index)
+    def load(self):
+        try:
+            return load_index(self)
+        except (AttributeError, ImportError, pickle.UnpicklingError, EOFError, ValueError):
+            return {}
+    load.tolerant = True
+    return load
+
+
+if not getattr(caching.IndexDataCacheFile._load_index, "tolerant", False):
+    caching.IndexDataCacheFile._load_index = _tolerant(caching.IndexDataCacheFile._load_index)
 
 
 def compile_source(source, name, signatures, fastmath=FASTMATH, noalias=False, refcount=True, **options):
