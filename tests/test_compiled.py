@@ -16,12 +16,14 @@ from helpers import NONSYMMETRIC, SPD, problem
 
 SYMMETRIC_METHODS = ["cg", "cg-hs", "cr", "classic-cg", "classic-cr", "p(1)-cg", "p(2)-cg", "p(3)-cg"]
 GENERAL_METHODS = ["bicgstab", "cgs", "classic-bicgstab"]
+COMM = MPI.COMM_WORLD
+
+
 # Every method without a preconditioner and with Jacobi (one kind of operands: one compiled
 # loop), and a few with ILU(0)/IC(0) (another kind: each method's loop compiled again, 15-80 s
 # on a first run, for the same generic call of its apply).
 def with_pcs(methods, factored):
     return [(pc, name) for pc in (None, "jacobi") for name in methods] + [("ilu0", name) for name in factored]
-COMM = MPI.COMM_WORLD
 
 
 def solver_for(name):
