@@ -24,7 +24,7 @@ from .parallel.commandline import (ArgumentParser, add_debug_option, at_least, c
                                    refuse_nested_launch, run_command)
 
 METHODS = ("cg", "cr", "bicgstab", "gmres", "p-cg", "p-cr", "p-bicgstab", "p-cgs", "p-cg-hs", "p-cg-gropp", "p-cg-pr",
-           "p-gmres", "s-cg", "s-gmres", "p-fcg", "p-gcr")
+           "b-cg", "p-gmres", "s-cg", "s-gmres", "p-fcg", "p-gcr")
 
 
 def build_problem(comm, problem, matrix):
@@ -69,6 +69,9 @@ def make_solver(method, depth=1, s=4):
         return functools.partial(pk.sstep_cg if method == "s-cg" else pk.sstep_gmres, s=s)
     if method in ("p-fcg", "p-gcr"):
         return pk.pipefcg if method == "p-fcg" else pk.pipegcr
+    if method.startswith("b-"):
+        from .derive import blocking
+        return blocking(method[2:])
     return pk.pipelined(method[2:], depth=depth) if method.startswith("p-") else getattr(pk, method)
 
 
@@ -215,15 +218,16 @@ def derive_command(args):
     if args.depth > 1:
         raise ValueError(f"--depth {args.depth}: deep pipelines exist for cg and gmres only")
     method = dv.BASE_METHODS[args.method]
-    sched = dv.derive(method, args.depth, args.replace_every, args.replace)
+    sched = dv.derive(method, args.depth, args.replace_every, args.replace, args.blocking)
     if args.passes:
         aux = sched.reductions.auxiliaries
         print(f"== base method\n{method}\n\n== symbolic iteration\n{aux.symbolic}\n\n"
               f"== auxiliary vectors\n{aux}\n\n== reductions\n{sched.reductions}\n\n== schedule")
     print(sched)
     if args.code:
-        solver = dv.pipelined(method, args.depth, replace_every=args.replace_every,
-                              replace_automatic=args.replace, check=False)
+        solver = dv.blocking(method, check=False) if args.blocking else \
+            dv.pipelined(method, args.depth, replace_every=args.replace_every, replace_automatic=args.replace,
+                         check=False)
         print()
         print(solver.source)
         print("# ---- the compiled loop (loop='compiled'): the whole iteration in one function")
@@ -240,7 +244,8 @@ def main(argv=None):
     option("--matrix", help="a Matrix Market (.mtx) or PETSc binary file instead")
     option("--method", default="cg", choices=METHODS, metavar="METHOD",
            help="cg, cr, bicgstab, gmres, or a pipelined method: p-cg, p-cr, p-bicgstab, "
-                "p-cgs, p-cg-hs, p-cg-gropp, p-cg-pr (derived), p-gmres; s-cg, s-gmres (s-step)")
+                "p-cgs, p-cg-hs, p-cg-gropp, p-cg-pr (derived), p-gmres; s-cg, s-gmres (s-step); "
+                "b-cg (single-reduction CG, derived without overlap)")
     option("--depth", type=int, default=1, help="pipeline depth l of p-cg (p(l)-CG) and p-gmres")
     option("--s", type=int, default=4, help="iterations per reduction of s-cg and s-gmres (1 to 10)")
     option("--pc", default=None, help="jacobi, bjacobi, ilu0, ic0, bjacobi-cg(k) (default none)")
@@ -294,6 +299,8 @@ def main(argv=None):
     derive.add_argument("--code", action="store_true", help="also print the generated kernels and the compiled loop")
     derive.add_argument("--replace-every", type=int, default=None, help="residual replacement period")
     derive.add_argument("--replace", action="store_true", help="automatic residual replacement")
+    derive.add_argument("--blocking", action="store_true",
+                        help="not pipelined: each reduction after its operators (cg: single-reduction CG)")
     derive.set_defaults(run=derive_command)
     compare = sub.add_parser("compare", help="one problem through PETSc's KSPs and ours, in one table")
     from . import compare as compare_module

@@ -40,13 +40,13 @@ def poisson(comm, total):
 
 def petsc_solver(A, b, ksp_type, pc="jacobi"):
     """``solve(n) -> iterations``: ``n`` iterations of PETSc's ``ksp_type`` on A (a
-    DistributedCSR) from x = 0, rtol 0."""
+    DistributedCSR) from x = 0, rtol 0 (``"cg-sr"``: cg with -ksp_cg_single_reduction)."""
     from .petsc import aij, make_ksp
     M = aij(A)
     options = {"pipelcg": [("ksp_pipelcg_pipel", 2)],   # the natural norm: no reduction of its own
                "fcg": [("ksp_norm_type", "natural")], "pipefcg": [("ksp_norm_type", "natural")],
-               "pipegcr": [("ksp_norm_type", "natural")]}
-    ksp = make_ksp(M, ksp_type, pc, options=options.get(ksp_type, []))
+               "pipegcr": [("ksp_norm_type", "natural")], "cg-sr": [("ksp_cg_single_reduction", True)]}
+    ksp = make_ksp(M, "cg" if ksp_type == "cg-sr" else ksp_type, pc, options=options.get(ksp_type, []))
     bv, xv = M.createVecs()
     bv.array[:] = b
 
@@ -110,7 +110,8 @@ def per_iteration(comm, funcs, n1, n2, repeat=3, budget=1.0):
 # Solver set up once, through the functions, and PETSc's on a KSP set up once.
 STEPPERS = ("cg", "p-cg", "p(2)-cg")
 PETSC_STEPPERS = {"cg": "cg", "p-cg": "pipecg", "p(2)-cg": "pipelcg", "p-cg-gropp": "groppcg",
-                  "p-cg-pr": "pipeprcg"}
+                  "p-cg-pr": "pipeprcg", "b-cg": "cg-sr",   # cg-sr: cg -ksp_cg_single_reduction
+                  "p-fcg": "pipefcg", "p-gcr": "pipegcr"}
 
 
 def heat(comm, total, c):
@@ -155,7 +156,8 @@ def calibrate_dt(comm, total, iterations, M="jacobi", rtol=1e-8):
 
 def steppers(A, u0, M, latency=0.0, rtol=1e-8, names=STEPPERS):
     """``{name: step(u, k) -> (u_(k+1), iterations)}``: our solvers ``names`` (cg,
-    p(2)-cg, s-cg or a derived "p-...") through a Solver and through the functions.
+    p(2)-cg, s-cg, p-fcg, p-gcr or a derived "p-..." or "b-...") through a Solver and
+    through the functions.
     Collective (the Solvers' set-up)."""
     import pipekrylov as pk
     out = {}
@@ -168,15 +170,20 @@ def steppers(A, u0, M, latency=0.0, rtol=1e-8, names=STEPPERS):
 
 
 def _function(name):
-    """The scipy-style function of a stepper's method: CG, p(2)-CG, s-step CG or a
-    derived "p-..."."""
+    """The scipy-style function of a stepper's method: CG, p(2)-CG, s-step CG, p-FCG, p-GCR
+    or a derived "p-..." or "b-..."."""
     import pipekrylov as pk
     if name == "cg":
         return pk.cg
     if name == "s-cg":
         return pk.sstep_cg
+    if name in ("p-fcg", "p-gcr"):
+        return pk.pipefcg if name == "p-fcg" else pk.pipegcr
     if name == "p(2)-cg":
         return pk.pipelined("cg", depth=2)
+    if name.startswith("b-"):
+        from .derive import blocking
+        return blocking(name[2:])
     return pk.pipelined(name[2:])
 
 
@@ -187,21 +194,23 @@ def _step(result):
 
 
 def petsc_steppers(A, u0, M, rtol=1e-8, names=STEPPERS):
-    """PETSc's counterparts of ``names`` that have one (:data:`PETSC_STEPPERS`: cg, pipecg, groppcg,
-    pipeprcg, and pipelcg of depth 2 with its shifts on [0, 2], which hold the spectrum of
-    either preconditioned heat matrix: PETSc's default lmin = lmax = 0 takes thousands of
-    iterations here) on a KSP set up once, each step ``VecCopy(x, b);
-    VecAXPY(b, s_k, u0); KSPSolve(ksp, b, x)``: the time-stepping loop a PETSc user writes.  Our solvers' norms: the unpreconditioned for cg and pipecg, the natural
-    for pipelcg (its only).  M: ``"jacobi"`` or ``"ic0"`` (block Jacobi, ICC(0) per rank)."""
-    from petsc4py import PETSc
+    """PETSc's counterparts of ``names`` that have one (:data:`PETSC_STEPPERS`: cg, pipecg,
+    groppcg, pipeprcg, cg with ``-ksp_cg_single_reduction`` ("cg-sr"), pipefcg, pipegcr, and
+    pipelcg of depth 2 with its shifts on [0, 2], which hold the spectrum of either
+    preconditioned heat matrix: PETSc's default lmin = lmax = 0 takes thousands of
+    iterations here) on a KSP set up once, each step ``VecCopy(x, b); VecAXPY(b, s_k, u0);
+    KSPSolve(ksp, b, x)``: the time-stepping loop a PETSc user writes.  Our solvers' norms:
+    the unpreconditioned, except for pipelcg (the natural, its only).  M: ``"jacobi"`` or
+    ``"ic0"`` (block Jacobi, ICC(0) per rank)."""
     from .petsc import aij, make_ksp
     mat = aij(A)
     pc, options = ("jacobi", []) if M == "jacobi" else ("bjacobi", [("sub_pc_type", "icc")])
     out = {}
     for name, kind in ((name, PETSC_STEPPERS[name]) for name in names if name in PETSC_STEPPERS):
-        extra = [("ksp_pipelcg_pipel", 2), ("ksp_pipelcg_lmax", 2.0)] if kind == "pipelcg" else []
-        ksp = make_ksp(mat, kind, pc, rtol=rtol, max_it=10000, unpreconditioned=kind != "pipelcg",
-                       options=options + extra)
+        extra = {"pipelcg": [("ksp_pipelcg_pipel", 2), ("ksp_pipelcg_lmax", 2.0)],
+                 "cg-sr": [("ksp_cg_single_reduction", True)]}.get(kind, [])
+        ksp = make_ksp(mat, "cg" if kind == "cg-sr" else kind, pc, rtol=rtol, max_it=10000,
+                       unpreconditioned=kind != "pipelcg", options=options + extra)
         ksp.setInitialGuessNonzero(True)
         x, b = mat.createVecs()
         shape = x.duplicate()

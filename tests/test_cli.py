@@ -53,6 +53,12 @@ def test_derive_code_prints_the_kernels_and_the_loop_that_runs():
     loop = out.stdout[out.stdout.index("# ---- the compiled loop"):].split("\n", 1)[1]
     compile(loop, "<derived loop>", "exec")
     assert "def p_cg(" in loop and "start(R, 0" in loop and "wait(R, 0" in loop
+    out = subprocess.run([sys.executable, "-m", "pipekrylov", "derive", "cg", "--blocking", "--code"],
+                         capture_output=True, text=True, timeout=300, env=clean_env())
+    assert out.returncode == 0, out.stderr[-2000:]
+    loop = out.stdout[out.stdout.index("# ---- the compiled loop"):].split("\n", 1)[1]
+    compile(loop, "<derived loop>", "exec")
+    assert "def b_cg(" in loop and "allreduce(R, 0" in loop and "start(R, 0" not in loop
 
 
 def test_solve_command_runs_gmres_p_gmres_and_s_gmres_compiled_or_interpreted():

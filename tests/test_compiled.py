@@ -10,11 +10,12 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 import pipekrylov as pk
+from pipekrylov.derive import blocking
 from pipekrylov.parallel import native
 from pipekrylov.precond import Jacobi
 from helpers import NONSYMMETRIC, SPD, problem
 
-SYMMETRIC_METHODS = ["cg", "cg-hs", "cr", "classic-cg", "classic-cr", "p(1)-cg", "p(2)-cg", "p(3)-cg"]
+SYMMETRIC_METHODS = ["cg", "cg-hs", "cr", "classic-cg", "classic-cr", "p(1)-cg", "p(2)-cg", "p(3)-cg", "b-cg"]
 GENERAL_METHODS = ["bicgstab", "cgs", "classic-bicgstab"]
 COMM = MPI.COMM_WORLD
 
@@ -28,7 +29,10 @@ def with_pcs(methods, factored):
 
 def solver_for(name):
     """pk.cg, pk.cr, pk.bicgstab, pk.gmres for "classic-cg", ..., "classic-gmres", p(l)-CG
-    and p(l)-GMRES for "p(l)-cg" and "p(l)-gmres", else the derived method."""
+    and p(l)-GMRES for "p(l)-cg" and "p(l)-gmres", the blocking schedule for "b-...", else
+    the derived method."""
+    if name.startswith("b-"):
+        return blocking(name[2:])
     if name.startswith("p("):
         return functools.partial(pk.plgmres if name.endswith("gmres") else pk.plcg, depth=int(name[2]))
     return {"classic-cg": pk.cg, "classic-cr": pk.cr, "classic-bicgstab": pk.bicgstab,

@@ -305,6 +305,59 @@ def test_iteration_counts_agree_with_petsc(ours, theirs, pc, name):
     assert abs(res.iterations - its) <= max(2, 0.05 * its), (res.iterations, its)
 
 
+# ---------------------------------------------------------------- blocking schedules
+def test_the_blocking_schedule_of_cg_is_single_reduction_cg():
+    """The Chronopoulos-Gear form scheduled without overlap: its operators as written,
+    then its three dots in one reduction, no auxiliary vector; the Hestenes-Stiefel form's
+    is classic CG (two reductions); no image is made at start-up for either."""
+    sched = dv.derive("cg", blocking=True)
+    (phase,) = sched.phases
+    assert [img.name for img in phase.overlap] == ["Mr", "AMr"]
+    assert {frozenset((a.name, b.name)) for a, b in phase.pairs} == {frozenset(p) for p in
+                                                                      (("r", "r"), ("r", "Mr"), ("AMr", "Mr"))}
+    assert not [img for img in sched.reductions.auxiliaries.maintained if img.word] and not sched.start
+    assert "1 blocking reduction(s)" in str(sched) and "overlaps" not in str(sched)
+    hs = dv.derive("cg-hs", blocking=True)
+    assert [[img.name for img in ph.overlap] for ph in hs.phases] == [["Mr"], ["Ap"]] and not hs.start
+    with pytest.raises(ValueError, match="residual replacement"):
+        dv.derive("cg", replace_every=10, blocking=True)
+
+
+# Where the counts are not rounding's (as p-CG's against pipecg above)
+SINGLE_REDUCTION_CASES = [("none", n) for n in PETSC_UNPRECONDITIONED[("cg", "pipecg")]] + \
+    [("jacobi", n) for n in PETSC_JACOBI[("cg", "pipecg")]]
+
+
+@pytest.mark.parametrize("pc,name", SINGLE_REDUCTION_CASES, ids=[f"{pc}-{n}" for pc, n in SINGLE_REDUCTION_CASES])
+def test_single_reduction_cg_agrees_with_petscs(pc, name):
+    """b-cg against PETSc's ``-ksp_type cg -ksp_cg_single_reduction``: iterations within
+    5% (or 2), and ||b - A x|| within the tolerance."""
+    pytest.importorskip("petsc4py")
+    from pipekrylov.petsc import make_ksp, run_ksp
+    _, A = problem(MPI.COMM_SELF, name)
+    b = A @ np.ones(A.shape[0])
+    res = pk.Solver(A, "b-cg", M=None if pc == "none" else pc, comm=MPI.COMM_SELF).solve(b, rtol=1e-8, maxiter=20000)
+    ksp = make_ksp(A, "cg", pc, max_it=20000, unpreconditioned=True, options=[("ksp_cg_single_reduction", True)])
+    its, reason, _ = run_ksp(ksp, b)
+    assert res.info == 0 and reason > 0
+    assert np.linalg.norm(b - A @ res.x) <= 1e-8 * np.linalg.norm(b)
+    assert abs(res.iterations - its) <= max(2, 0.05 * its), (res.iterations, its)
+
+
+@pytest.mark.mpi
+def test_single_reduction_cg_blocks_on_one_reduction_an_iteration_and_overlaps_none(comm):
+    D, A = problem(comm, "poisson2d")
+    b = A @ np.ones(A.shape[0])
+    res = pk.Solver(D, "b-cg", M="jacobi").solve(D.scatter(b), rtol=1e-8)
+    ref = pk.cg(A, b, rtol=1e-8, M="jacobi", comm=MPI.COMM_SELF)
+    assert res.info == 0 and abs(res.iterations - ref.iterations) <= 1
+    assert np.linalg.norm(b - A @ D.gather(res.x)) <= 1e-8 * np.linalg.norm(b)
+    events = res.reductions.events
+    starts = [e for e in events if e.kind == "start" and e.label == "reduction 0"]
+    assert len(starts) == res.iterations + 1   # the last one tests and stops
+    assert not [e for e in events if e.kind == "work" and e.label == "overlap"]
+
+
 # ---------------------------------------------------------------- the schedule in the trace
 @pytest.mark.mpi
 @pytest.mark.parametrize("method,reductions", [("cg", 1), ("bicgstab", 2)])

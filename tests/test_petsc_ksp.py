@@ -61,6 +61,26 @@ def test_same_solution_and_iterations_as_petsc(comm, theirs, ours, pc):
 
 
 @pytest.mark.mpi
+def test_cg_honours_single_reduction_as_petscs_cg_does(comm):
+    """-ksp_cg_single_reduction on our CG: the blocking Chronopoulos-Gear loop (one
+    reduction an iteration), PETSc's single-reduction cg's iterations within 5%."""
+    A = petsc_poisson(comm, 30)
+    option = [("ksp_cg_single_reduction", True)]
+    ksp = pkp.make_ksp(A, pkp.CG, "jacobi", max_it=20000, options=option)
+    _, reason, x = pkp.run_ksp(ksp)
+    ctx = ksp.getPythonContext()
+    ours = ksp.getIterationNumber()
+    assert reason > 0 and relative_residual(A, x, 1.0) <= 1e-8 * 1.01
+    assert ctx.single_reduction and ctx.solver_.spec.name == "b-cg" and ctx.last_result.loop == "compiled"
+    assert ctx.last_result.reductions.count == ours + 2   # the one that stops, and b - A x's
+    ksp.destroy()
+    ksp = pkp.make_ksp(A, "cg", "jacobi", max_it=20000, unpreconditioned=True, options=option)
+    theirs, reason, _ = pkp.run_ksp(ksp)
+    ksp.destroy()
+    assert reason > 0 and abs(ours - theirs) <= max(2, 0.05 * theirs), (ours, theirs)
+
+
+@pytest.mark.mpi
 def test_breakdown_is_a_negative_reason_not_a_traceback(comm):
     n = 40
     start, end = n * comm.rank // comm.size, n * (comm.rank + 1) // comm.size

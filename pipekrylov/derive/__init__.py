@@ -25,7 +25,7 @@ from .reductions import fuse_reductions
 from .replacement import residual_replacement
 from .scheduling import schedule
 
-__all__ = ["Method", "BASE_METHODS", "derive", "pipelined", "loop_spec", "derived_spec", "verify", "check_depth",
+__all__ = ["Method", "BASE_METHODS", "derive", "pipelined", "blocking", "loop_spec", "derived_spec", "verify", "check_depth",
            "DerivationError",
            "NoPipelinedForm"]
 
@@ -45,7 +45,7 @@ def _method(method):
 
 
 @functools.lru_cache(maxsize=None)
-def derive(method, depth=1, replace_every=None, replace_automatic=False):
+def derive(method, depth=1, replace_every=None, replace_automatic=False, blocking=False):
     """The pipelined schedule of a base method (cached).  Pure; no MPI.
 
     Parameters
@@ -56,14 +56,22 @@ def derive(method, depth=1, replace_every=None, replace_automatic=False):
         Deeper pipelines are the deep templates' (:func:`pipekrylov.pipelining.algorithm`).
     replace_every, replace_automatic :
         Residual replacement, see :func:`.replacement.residual_replacement`.
+    blocking : bool
+        Not pipelined: each segment applies its operators as the base method does, then
+        takes its dots in one blocking reduction (from the Chronopoulos-Gear form of CG,
+        single-reduction CG: PETSc's ``-ksp_cg_single_reduction``).  No auxiliary vector,
+        so nothing to replace.
     """
     check_depth(depth)
     method = _method(method)
     if depth != 1:
         raise ValueError(f"depth {depth}: deep pipelines exist for 'cg' (p(l)-CG) and 'gmres' "
                          "(p(l)-GMRES): pipekrylov.pipelined(method, depth)")
-    sym, aux = find_segments(method)
-    sched = schedule(fuse_reductions(aux))
+    if blocking and (replace_every or replace_automatic):
+        raise ValueError(f"b-{method.name}: residual replacement is for the pipelined schedules (a blocking one "
+                         "keeps no auxiliary vector to replace)")
+    sym, aux = find_segments(method, blocking)
+    sched = schedule(fuse_reductions(aux), blocking)
     return residual_replacement(sched, replace_every, replace_automatic)
 
 
@@ -102,6 +110,21 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, c
     sched = derive(method, depth, replace_every, replace_automatic)
     if check:
         verify(method, depth)
+    return _function(sched, f"Pipelined {method.title}")
+
+
+def blocking(method, *, check=True):
+    """The derived blocking solver for ``method`` (:func:`derive`'s ``blocking``: from
+    ``"cg"``, single-reduction CG), as :func:`pipelined` gives the pipelined one."""
+    method = _method(method)
+    sched = derive(method, blocking=True)
+    if check:
+        verify(method, blocking=True)
+    return _function(sched, f"{method.title} with its dots in one blocking reduction per point")
+
+
+def _function(sched, title):
+    """The classic solvers' signature over a schedule's loop."""
     spec = _loop(sched)
 
     def solver(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
@@ -110,23 +133,22 @@ def pipelined(method, depth=1, *, replace_every=None, replace_automatic=False, c
         return solve_once(spec, A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
                           comm=comm, monitor=monitor, latency=latency, loop=loop)
 
-    solver.__name__ = f"p_{method.name}"
-    solver.__doc__ = (f"Pipelined {method.title}, derived by pipekrylov.derive.\n\n"
-                      "Arguments and result as pipekrylov.cg.\n\n" + str(sched))
+    solver.__name__ = sched.name.replace("-", "_")
+    solver.__doc__ = f"{title}, derived by pipekrylov.derive.\n\nArguments and result as pipekrylov.cg.\n\n{sched}"
     solver.schedule = sched
     solver.source = _generated(sched).source
     solver.loop_source = spec.source
-    solver.method = method
+    solver.method = sched.method
     solver.spec = spec
     return solver
 
 
-def loop_spec(method, replace_every=None, replace_automatic=False):
+def loop_spec(method, replace_every=None, replace_automatic=False, blocking=False):
     """The verified loop of a depth-1 method (a :class:`~pipekrylov.loops.LoopSpec`, what
-    :class:`pipekrylov.Solver` runs)."""
+    :class:`pipekrylov.Solver` runs), pipelined or ``blocking`` (:func:`derive`)."""
     method = _method(method)
-    verify(method)
-    return _loop(derive(method, 1, replace_every, replace_automatic))
+    verify(method, blocking=blocking)
+    return _loop(derive(method, 1, replace_every, replace_automatic, blocking))
 
 
 derived_spec = loop_spec
@@ -138,7 +160,7 @@ def check_depth(depth):
 
 
 @functools.lru_cache(maxsize=None)
-def verify(method, depth=1, n=40, iterations=12, tolerance=1e-8):
+def verify(method, depth=1, n=40, iterations=12, tolerance=1e-8, blocking=False):
     """Accept a derivation only if it reproduces the base method on a random problem.
 
     Runs the base description directly (:func:`.interpret.run_base`) and the generated
@@ -160,7 +182,8 @@ def verify(method, depth=1, n=40, iterations=12, tolerance=1e-8):
     dinv = 1.0 / A.diagonal()
     base = run_base(method, A, b, M=lambda v: dinv * v, iterations=iterations)
     from ..solvers.solver import Solver
-    solver = Solver(A, _loop(derive(method, depth, None, False)), M="jacobi", comm=MPI.COMM_SELF, loop="python")
+    solver = Solver(A, _loop(derive(method, depth, None, False, blocking)), M="jacobi", comm=MPI.COMM_SELF,
+                    loop="python")
     derived = np.array(solver.solve(b, rtol=0.0, atol=0.0, maxiter=iterations).residual_norms)
     # compare while the residual is well above rounding: near eps the two round differently
     k = min(len(base), len(derived), int(np.argmax(np.r_[base, 0] < 1e-6 * base[0])))

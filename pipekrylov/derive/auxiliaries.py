@@ -2,7 +2,9 @@
 
 :func:`introduce_auxiliaries` searches over how long the maintained operator words may be
 (docs/derivation.md, "The passes"); :func:`find_segments` tries one reduction point per
-iteration, then two.
+iteration, then two.  A *blocking* derivation maintains no image: each segment applies its
+operators as the base method does, before its dots, so that its reduction overlaps nothing
+(single-reduction CG from the Chronopoulos-Gear form).
 """
 import itertools
 
@@ -14,11 +16,16 @@ __all__ = ["introduce_auxiliaries", "find_segments", "MAX_WORD"]
 MAX_WORD = 10  # longest operator word the search considers
 
 
-def introduce_auxiliaries(sym, extra_words=3):
-    """Choose which images are maintained by recurrences and which are computed directly."""
+def introduce_auxiliaries(sym, extra_words=3, blocking=False):
+    """Choose which images are maintained by recurrences and which are computed directly
+    (``blocking``: every image of an operator directly, at the point of its segment)."""
     capped = [v for v in sym.versions if v.kind == "lincomb"]
-    dot_imgs = [(k, img) for k, steps in enumerate(sym.segments) for s in steps if s.dot
-                for pair in s.dot for img in pair] + [(0, img) for pair in sym.norm for img in pair]
+    if blocking:
+        found = _closure(sym, {v: 0 for v in capped}, _dot_images(sym), blocking=True)
+        if found is None:
+            raise NoPipelinedForm(f"{sym.method.name}: no blocking schedule within the operator budget {sym.budget}")
+        return _auxiliaries(sym, found, {v: 0 for v in capped})
+    dot_imgs = _dot_images(sym)
     low = {v: 0 for v in capped}
     for _, img in dot_imgs:
         key = sym.key(img.version)
@@ -35,10 +42,21 @@ def introduce_auxiliaries(sym, extra_words=3):
     if best is None:
         raise NoPipelinedForm(f"{sym.method.name}: no auxiliary vectors fit the operator budget {sym.budget}")
     _, cap, found = best
+    return _auxiliaries(sym, found, cap)
+
+
+def _dot_images(sym):
+    """(segment, image) of every dot's images, the residual norm's at point 0."""
+    return [(k, img) for k, steps in enumerate(sym.segments) for s in steps if s.dot
+            for pair in s.dot for img in pair] + [(0, img) for pair in sym.norm for img in pair]
+
+
+def _auxiliaries(sym, found, cap):
     maintained = sorted(found.maintained, key=lambda i: (i.version.id, len(i.word), i.word))
     late = sorted(found.late, key=lambda d: (d[0], d[1].version.id, len(d[1].word)))
     direct = sorted(found.direct, key=lambda d: (d[0], len(d[1].word), d[1].version.id))
-    return Auxiliaries(sym, maintained, direct, cap, late)
+    carried = sorted(found.carried, key=lambda i: (len(i.word), i.version.id, i.word))
+    return Auxiliaries(sym, maintained, direct, cap, late, carried)
 
 
 class Choice:
@@ -50,26 +68,27 @@ class Choice:
         # sets are only searched, never iterated: the result must not depend on hash
         # order, which differs between processes (every rank derives on its own)
         self.maintained, self.late, self.direct = set(), set(), set(seed)
+        self.carried = set()    # direct images of the last iteration read in this one
         self.within_budget = True
 
     def saved(self):
-        return set(self.maintained), set(self.late), set(self.direct)
+        return set(self.maintained), set(self.late), set(self.direct), set(self.carried)
 
     def restore(self, saved):
-        self.maintained, self.late, self.direct = (set(s) for s in saved)
+        self.maintained, self.late, self.direct, self.carried = (set(s) for s in saved)
 
 
-def _closure(sym, cap, dot_imgs, trace=None):
+def _closure(sym, cap, dot_imgs, trace=None, blocking=False):
     """The choice for ``cap``, or None when no choice works.  A second try seeds the direct
     images of final versions that the first one found, so that the next iteration can
     reuse them (the greedy order of the first try may have spent the budget before it
     knew of them)."""
-    choice = ImageSearch(sym, cap, trace).run(dot_imgs)
+    choice = ImageSearch(sym, cap, trace, blocking).run(dot_imgs)
     if choice is None or choice.within_budget:
         return choice
     seed = sorted({(j, img) for j, img in choice.direct if img.version is sym.final.get(img.version.name)
                    and j > img.version.segment})  # sorted: the same search in every process
-    choice = ImageSearch(sym, cap, trace).run(dot_imgs, seed)
+    choice = ImageSearch(sym, cap, trace, blocking).run(dot_imgs, seed)
     return choice if choice is not None and choice.within_budget else None
 
 
@@ -87,10 +106,13 @@ class ImageSearch:
       available there (no operator application; as p-BiCGStab's ``A y = t - alpha v``);
     * direct: one operator applied, during the segment's reduction, to an image available
       at its point; counts against the base method's applications in that segment.
+
+    ``blocking``: a dot's image may be direct too (applied before the dots, not during
+    the reduction), and none is late: the operators are applied as the base method does.
     """
 
-    def __init__(self, sym, cap, trace=None):
-        self.sym, self.cap, self.trace = sym, cap, trace
+    def __init__(self, sym, cap, trace=None, blocking=False):
+        self.sym, self.cap, self.trace, self.blocking = sym, cap, trace, blocking
 
     def run(self, dot_imgs, seed=()):
         """The Choice that has every dot's images and every final version (None if there
@@ -128,7 +150,9 @@ class ImageSearch:
             return True
         if version.kind == "start":
             final = self.sym.final[version.name]
-            return any((j, Img(final, word)) in direct for j in range(final.segment + 1, len(self.sym.segments)))
+            if any((j, Img(final, word)) in direct for j in range(final.segment + 1, len(self.sym.segments))):
+                self.choice.carried.add(Img(final, word))
+                return True
         return False
 
     def need(self, version, word, seg, when):
@@ -153,12 +177,12 @@ class ImageSearch:
                 if not all(self.need(t, word, key.segment, "update") for _, t in key.terms):
                     return False
             return True
-        if when == "dot" or born >= seg or len(word) > MAX_WORD or \
+        if (when == "dot" and not self.blocking) or born >= seg or len(word) > MAX_WORD or \
                 sym.current[seg].get(version.name) is not version:
             return False
         if self.stored_direct(version, word, seg, when):
             return True
-        if when == "update" and born >= 0:
+        if when == "update" and born >= 0 and not self.blocking:
             if (seg, img) in choice.late:
                 return True
             saved = choice.saved()
@@ -170,17 +194,17 @@ class ImageSearch:
         return self.need(version, word[1:], seg, "point")
 
 
-def find_segments(method):
+def find_segments(method, blocking=False):
     """The symbolic iteration and auxiliaries with the fewest reduction points that work
     (or with the method's own reduction points)."""
     if method.cuts:
         sym = symbolic_iteration(method, method.cuts)
         if not all(any(s.dot for s in steps) for steps in sym.segments):
             raise NoPipelinedForm(f"{method.name}: each reduction point needs a dot product after it")
-        return sym, introduce_auxiliaries(sym)
+        return sym, introduce_auxiliaries(sym, blocking=blocking)
     try:
         sym = symbolic_iteration(method)
-        return sym, introduce_auxiliaries(sym)
+        return sym, introduce_auxiliaries(sym, blocking=blocking)
     except NoPipelinedForm:
         pass
     best = None
@@ -189,11 +213,12 @@ def find_segments(method):
         if not all(any(s.dot for s in steps) for steps in sym.segments):
             continue  # a reduction point needs a dot product
         try:
-            aux = introduce_auxiliaries(sym)
+            aux = introduce_auxiliaries(sym, blocking=blocking)
         except NoPipelinedForm:
             continue
         if best is None or len(aux.maintained) < len(best[1].maintained):
             best = (sym, aux)
     if best is None:
-        raise NoPipelinedForm(f"{method.name}: no pipelined form with one or two reductions per iteration")
+        raise NoPipelinedForm(f"{method.name}: no {'blocking schedule' if blocking else 'pipelined form'} with one "
+                              "or two reductions per iteration")
     return best

@@ -27,7 +27,8 @@ class FusedUpdate:
         late = [img for seg, img in aux.late if seg == k]
         new = [img for img in aux.maintained if img.version.segment == k]
         nxt = (k + 1) % K
-        self.pairs = list(sched.reductions.pairs[nxt])
+        # a blocking schedule takes its dots after its operators, not in the update
+        self.pairs = [] if sched.blocking else list(sched.reductions.pairs[nxt])
         end = sym.current[k + 1] if k + 1 < K else {s: sym.final[s] for s in sym.method.state}
         loads, stores, scalars, lines = [], [], [], []
         computed = {}

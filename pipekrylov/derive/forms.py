@@ -119,6 +119,7 @@ class Auxiliaries:
     direct: list            # [(segment, Img)] computed by one operator during a reduction
     caps: dict              # Version -> longest maintained word
     late: list = field(default_factory=list)  # [(segment, Img)] recurrence in a later update
+    carried: list = field(default_factory=list)  # [Img] applied directly in the last iteration, read here
 
     def __str__(self):
         lines = ["auxiliary vectors:"]
@@ -152,11 +153,12 @@ class Reductions:
 
 @dataclass
 class Phase:
-    """One reduction point: start, overlapped applications, wait, scalars, fused update."""
+    """One reduction point: start, overlapped applications, wait, scalars, fused update
+    (blocking: the applications come first)."""
 
     index: int
     pairs: list
-    overlap: list         # [Img] applied directly while the reduction is in flight
+    overlap: list         # [Img] applied directly while the reduction is in flight (blocking: before it)
     scalars: list
     checks: dict          # SSA scalar -> (condition, reason)
     updates: list         # [(Img, {Img: Poly}, stored, source)] in the order computed
@@ -173,20 +175,33 @@ class Schedule:
     carried: dict
     replacement: dict = field(default_factory=dict)
     depth: int = 1
+    blocking: bool = False   # operators, then dots, then the reduction: nothing overlapped
+
+    @property
+    def name(self):
+        return f"{'b' if self.blocking else 'p'}-{self.method.name}"
 
     def __str__(self):
         m = self.method
-        lines = [f"p-{m.name}: pipelined {m.title}, derived from the base method "
-                 f"({len(self.phases)} reduction(s) per iteration, depth {self.depth})", "start-up:"]
+        if self.blocking:
+            lines = [f"{self.name}: {m.title} with its dots fused, derived from the base method "
+                     f"({len(self.phases)} blocking reduction(s) per iteration)", "start-up:"]
+        else:
+            lines = [f"{self.name}: pipelined {m.title}, derived from the base method "
+                     f"({len(self.phases)} reduction(s) per iteration, depth {self.depth})", "start-up:"]
         lines += [f"    {s}" for s in m.startup]
         lines += [f"    {img.name} = {img.word[0]} {img.parent.name}" for img in self.start]
         lines.append("iteration:")
         for ph in self.phases:
-            lines.append(f"    start reduction {ph.index}: " +
-                         ", ".join(f"({a.name}, {b.name})" for a, b in ph.pairs) + "   # one Iallreduce")
-            for img in ph.overlap:
-                lines.append(f"    {img.name} = {img.word[0]} {img.parent.name}   # overlaps reduction {ph.index}")
-            lines.append(f"    d = wait for reduction {ph.index}")
+            dots = ", ".join(f"({a.name}, {b.name})" for a, b in ph.pairs)
+            if self.blocking:
+                lines += [f"    {img.name} = {img.word[0]} {img.parent.name}" for img in ph.overlap]
+                lines.append(f"    d = reduction {ph.index}: {dots}   # one Allreduce")
+            else:
+                lines.append(f"    start reduction {ph.index}: {dots}   # one Iallreduce")
+                lines += [f"    {img.name} = {img.word[0]} {img.parent.name}   # overlaps reduction {ph.index}"
+                          for img in ph.overlap]
+                lines.append(f"    d = wait for reduction {ph.index}")
             if ph.index == 0:
                 lines.append(f"    {norm_name(m)} = sqrt({self.reductions.norm}); stop if converged"
                              "   # from: the test at the top of the iteration")
@@ -196,7 +211,8 @@ class Schedule:
                     lines.append(f"        unless {ph.checks[s.name][0]}: stop with {ph.checks[s.name][1]}")
             if ph.index == len(self.phases) - 1:
                 lines += [f"    {a} = {b}" for a, b in self.carried.items()]
-            lines.append(f"    fused update (one pass over memory), with the local dots of reduction "
+            lines.append("    fused update (one pass over memory):" if self.blocking else
+                         "    fused update (one pass over memory), with the local dots of reduction "
                          f"{(ph.index + 1) % len(self.phases)}:")
             for img, value, stored, source in ph.updates:
                 rhs = show_combination(value)

@@ -7,7 +7,8 @@ it (the SpMV with its halo exchange, the preconditioner) poking it, waits, tests
 convergence at point 0 (a pass is confirmed against ``b - A x``), computes the scalars
 with their breakdown checks and calls the segment's fused update (:mod:`.codegen`).  The
 start-up, the images at point 0 and the first reduction's dots come first; a failed
-confirmation starts again from ``x`` there.  Numba compiles it; the interpreter runs the
+confirmation starts again from ``x`` there.  A blocking schedule's phase applies its
+operators, takes its dots and waits for their reduction, then goes on as a pipelined one.  Numba compiles it; the interpreter runs the
 same function for operators only Python applies.  Its vectors and scalars keep the
 method's names; its scalars are kept between calls in ``S`` under named slots.
 """
@@ -210,7 +211,8 @@ class _Generator:
 
     def _function(self):
         code = self.code
-        body = [ast.Expr(value=_const(f"The iterations of pipelined {self.method.title}, derived by pipekrylov.derive."))]
+        kind = "blocking" if self.sched.blocking else "pipelined"
+        body = [ast.Expr(value=_const(f"The iterations of {kind} {self.method.title}, derived by pipekrylov.derive."))]
         main = self._main_loop()   # first: it makes the start-up's kernels
         self.workspace = [(self.v(n), None) for n in self.vectors] + [("true_r", None), ("true_z", None)] + \
             [(f"coef_{seg.k}", max(1, len(seg.scalars))) for seg in code.segments] + [("scratch", 1)] + \
@@ -245,8 +247,11 @@ class _Generator:
                     _assign("resume", _name("IMAGES")), _assign("event", _name("STARTED")), ast.Break()])
         body.append(_if(_either(_resume_is("BEGIN"), _resume_is("FROM_X")),
                         [self.comment(" the start-up")] + self._startup() + [warm]))
-        body.append(_if(_either(_resume_is("BEGIN"), _resume_is("FROM_X"), _resume_is("IMAGES")),
-                        [self.comment(" the images at point 0 and the dots of the first reduction")] + self._images()))
+        images = self._images()
+        if images:
+            body.append(_if(_either(_resume_is("BEGIN"), _resume_is("FROM_X"), _resume_is("IMAGES")),
+                            [self.comment(" the images at point 0" if self.sched.blocking else
+                                          " the images at point 0 and the dots of the first reduction")] + images))
         body.append(_if(_resume_is("CONFIRM"),
                         [self.comment(" the driver reported the test, which passed: confirm it against b - A x")] +
                         _break_unless_none(self._confirm()) + self._restart(return_to_driver=True)))
@@ -324,15 +329,32 @@ class _Generator:
 
     def _reduction(self, k, count=None):
         ph = self.sched.phases[k]
+        if self.sched.blocking:
+            return self._blocking_reduction(k, count)
         out = [self.comment(f" reduction {k}: " + ", ".join(f"({a.name}, {b.name})" for a, b in ph.pairs)),
                _stmt(_call("start", _name("R"), _const(0), count or _const(len(ph.pairs)), _const(k), _name("I"),
                            _name("F"), _name("trace")))]
-        for img in ph.overlap:
-            op, operands = ("apply_operator", "A") if img.word[0] == "A" else ("precondition", "P")
-            out.append(_stmt(_call(op, _name(operands), _name(self.v(img.parent.name)), _name(self.v(img.name)),
-                                   _name("R"), _const(0), _name("I"), _name("F"))))
+        out += [self._apply(img, 0) for img in ph.overlap]
         out += _break_unless_none(_call("wait", _name("R"), _const(0), _name("I"), _name("F"), _name("trace")))
         return out
+
+    def _blocking_reduction(self, k, count=None):
+        ph = self.sched.phases[k]
+        out = [self._apply(img, -1) for img in ph.overlap]
+        out.append(self.comment(f" reduction {k}: " + ", ".join(f"({a.name}, {b.name})" for a, b in ph.pairs)))
+        out += self._dots(ph.pairs)
+        return out + _break_unless_none(_call("allreduce", _name("R"), _const(0), count or _const(len(ph.pairs)),
+                                              _const(k), _name("I"), _name("F"), _name("trace")))
+
+    def _apply(self, img, slot):
+        """An image's operator applied to its parent (poking reduction ``slot``; -1: none)."""
+        op, operands = ("apply_operator", "A") if img.word[0] == "A" else ("precondition", "P")
+        return _stmt(_call(op, _name(operands), _name(self.v(img.parent.name)), _name(self.v(img.name)),
+                           _name("R"), _const(slot), _name("I"), _name("F")))
+
+    def _dots(self, pairs):
+        return [_assign(_subscript("send", _const(j), store=True), _call("dot", _name(self.v(a.name)), _name(self.v(c.name))))
+                for j, (a, c) in enumerate(pairs)]
 
     def _phase(self, k):
         ph, seg = self.sched.phases[k], self.code.segments[k]
@@ -349,7 +371,8 @@ class _Generator:
             out += [_assign(self.v(a), _name(self.v(c))) for a, c in self.sched.carried.items()]
         coef = f"coef_{k}"
         out += [_assign(_subscript(coef, _const(j), store=True), _name(self.v(s))) for j, s in enumerate(seg.scalars)]
-        out.append(self.comment(f" fused update {k}, with the local dots of reduction {(k + 1) % self.K}"))
+        out.append(self.comment(f" fused update {k}" if self.sched.blocking else
+                                f" fused update {k}, with the local dots of reduction {(k + 1) % self.K}"))
         out.append(_stmt(_call(f"update_{k}", *[_name(self.v(a)) for a in seg.arrays], _name(coef), _name("send"))))
         return out
 
@@ -410,15 +433,10 @@ class _Generator:
         return out
 
     def _images(self):
-        out = []
-        for img in self.code.start_images:
-            call, operands = ("apply_operator", "A") if img.word[0] == "A" else ("precondition", "P")
-            out.append(_stmt(_call(call, _name(operands), _name(self.v(img.parent.name)), _name(self.v(img.name)),
-                                   _name("R"), _const(-1), _name("I"), _name("F"))))
-        for j, (a, c) in enumerate(self.sched.reductions.pairs[0]):
-            out.append(_assign(_subscript("send", _const(j), store=True),
-                               _call("dot", _name(self.v(a.name)), _name(self.v(c.name)))))
-        return out
+        out = [self._apply(img, -1) for img in self.code.start_images]
+        if self.sched.blocking:   # its phases take their own dots
+            return out
+        return out + self._dots(self.sched.reductions.pairs[0])
 
 
 def _names(expression, scalars=()):

@@ -1,6 +1,7 @@
 """Pass 3: the schedule.  Per reduction point: start the reduction, apply the direct
 operators while it is in flight, wait, compute the scalars, then one fused update that
-also computes the local dots of the next reduction."""
+also computes the local dots of the next reduction.  A blocking schedule applies its
+operators first, then takes its dots and waits for their reduction."""
 import ast
 
 from .forms import Img, Phase, Schedule, resolve
@@ -8,8 +9,9 @@ from .forms import Img, Phase, Schedule, resolve
 __all__ = ["schedule"]
 
 
-def schedule(red):
-    """Order each phase: reduction, overlapped applications, wait, scalars, fused update."""
+def schedule(red, blocking=False):
+    """Order each phase: reduction, overlapped applications, wait, scalars, fused update
+    (``blocking``: applications, dots, reduction, scalars, update)."""
     aux = red.auxiliaries
     sym = aux.symbolic
     method = sym.method
@@ -25,17 +27,22 @@ def schedule(red):
                    for img in sorted(late, key=lambda i: len(i.word)) + new]
         phases.append(Phase(k, red.pairs[k], [img for seg, img in aux.direct if seg == k], red.scalars[k],
                             {n: checks[n] for n in checks if any(s.name == n for s in red.scalars[k])}, updates))
-    return Schedule(method, red, phases, _start_images(aux), sym.carried)
+    return Schedule(method, red, phases, _start_images(aux, blocking), sym.carried, blocking=blocking)
 
 
-def _start_images(aux):
+def _start_images(aux, blocking=False):
     """The images at point 0 that start-up computes by direct application: the maintained
     images of the states, those applied directly in a later segment of the last iteration
     (still stored when the next one starts), and every link of their chains.  Sorted on
-    something the same in every process: each application is a halo exchange."""
+    something the same in every process: each application is a halo exchange.  A blocking
+    phase applies what it reads itself: only what an iteration reads of the last one's
+    (BiCGStab's ``v``) is made at start-up."""
     finals = {id(v) for v in aux.symbolic.final.values()}
-    starts = {img for img in aux.maintained if img.word and id(img.version) in finals}
-    starts |= {img for seg, img in aux.direct if id(img.version) in finals and seg > img.version.segment}
+    if blocking:
+        starts = set(aux.carried)
+    else:
+        starts = {img for img in aux.maintained if img.word and id(img.version) in finals}
+        starts |= {img for seg, img in aux.direct if id(img.version) in finals and seg > img.version.segment}
     for img in list(starts):
         while img.word:
             starts.add(img)

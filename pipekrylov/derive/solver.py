@@ -30,9 +30,9 @@ __all__ = ["DerivedLoop", "derived_loop"]
 @functools.lru_cache(maxsize=None)
 def derived_loop(code):
     """The :class:`DerivedLoop` of a :class:`.codegen.GeneratedCode` (once per process)."""
-    name = f"p_{code.method.name}".replace("-", "_")
+    name = code.schedule.name.replace("-", "_")
     loop_code = generate_loop(code, name)
-    header = f"# p-{code.method.name}: the loop derived from {code.method.title} (pipekrylov.derive)\n"
+    header = f"# {code.schedule.name}: the loop derived from {code.method.title} (pipekrylov.derive)\n"
     function = compile_source(header + loop_code.source, name, None, fastmath=False, error_model="numpy",
                               refcount=False)
     return DerivedLoop(code, loop_code, function)
@@ -50,7 +50,7 @@ class DerivedLoop(LoopSpec):
         self.source = loop_code.source
         self.rows = {name: j for j, (name, _) in enumerate(loop_code.workspace)}
         width = 1 + max(len(ph.pairs) for ph in code.schedule.phases)
-        super().__init__(f"p-{code.method.name}", function, loop_code.labels + ["drift check"], self._workspace,
+        super().__init__(code.schedule.name, function, loop_code.labels + ["drift check"], self._workspace,
                          len(loop_code.scalars), self._breakdown, width=max(width, 3),
                          reductions=len(code.segments))
         self.replace_every = code.replace_every or 0
@@ -66,7 +66,7 @@ class DerivedLoop(LoopSpec):
 
     def _breakdown(self, check, value):
         name, condition, reason = self.loop_code.checks[check]
-        error = Breakdown(reason, f"p-{self.method.name}: {condition} fails ({name} = {value:.3e})")
+        error = Breakdown(reason, f"{self.name}: {condition} fails ({name} = {value:.3e})")
         error.check = check
         return error
 

@@ -33,7 +33,8 @@ depth and shift interval; by default the solver estimates it), ``-ksp_pipekrylov
 (its depth after a breakdown, default 1; 0 keeps the depth), ``-ksp_pipekrylov_s s`` (s-step
 CG's and GMRES's iterations per reduction, default 4), PETSc's ``-ksp_pipefcg_mmax`` and
 ``-ksp_pipefcg_truncation_type notay|standard`` (PipeFCG; ``-ksp_pipegcr_...`` for PipeGCR) and
-``-ksp_pipekrylov_live_monitor``; ``-ksp_view`` shows them.
+``-ksp_pipekrylov_live_monitor``; PETSc's ``-ksp_cg_single_reduction`` on ``CG`` (the
+derived blocking Chronopoulos-Gear loop, ``"b-cg"``); ``-ksp_view`` shows them.
 
 The context implements ``solve`` itself (PETSc's generic loop would add a blocking norm per
 iteration) and reports through PETSc: ``-ksp_monitor``, ``-ksp_converged_reason``,

@@ -212,6 +212,12 @@ class Classic(Context):
 
     kind = "classic"
     orthogonalization = "dcgs2"
+    single_reduction = False
+
+    def options(self, options):
+        # CG's PETSc option: its dots in one reduction (Chronopoulos-Gear), the derived "b-cg"
+        if self.method == "cg":
+            self.single_reduction = options.getBool("ksp_cg_single_reduction", self.single_reduction)
 
     def refuse(self, options, prefix):
         if self.method == "gmres":
@@ -220,9 +226,11 @@ class Classic(Context):
     def method_spec(self):
         if self.method == "gmres":
             return self.method, {"restart": self.restart, "orthogonalization": self.orthogonalization}
-        return self.method, {}
+        return ("b-cg" if self.single_reduction else self.method), {}
 
     def describe(self):
+        if self.single_reduction:
+            return ["single reduction (Chronopoulos-Gear): one blocking reduction an iteration"]
         if self.method != "gmres":
             return []
         return [f"restart: {self.restart}, classical Gram-Schmidt {GRAM_SCHMIDT[self.orthogonalization]}"]

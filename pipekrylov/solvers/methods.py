@@ -4,6 +4,7 @@ import re
 __all__ = ["loop_spec", "METHODS"]
 
 METHODS = ("cg", "cr", "bicgstab", "gmres", "p-cg", "p-cr", "p-bicgstab", "p-cgs", "p-cg-hs", "p-cg-gropp", "p-cg-pr",
+           "b-cg",
            "p(l)-cg",
            "p(l)-gmres", "s-cg", "s-gmres", "p-fcg", "p-gcr")
 
@@ -17,7 +18,8 @@ def loop_spec(method, depth=None, **options):
     ``"s(4)-cg"``), s-step GMRES (``"s-gmres"`` or ``"s(4)-gmres"``, options ``s`` and
     ``restart``), pipelined flexible CG and GCR (``"p-fcg"``, ``"p-gcr"``, options ``mmax`` and
     ``truncation``),
-    or a :class:`pipekrylov.derive.Method` (derived)."""
+    or a :class:`pipekrylov.derive.Method` (derived).  ``"b-"`` before a derived method's
+    name gives its blocking schedule: ``"b-cg"`` is single-reduction CG (Chronopoulos-Gear)."""
     deep = re.fullmatch(r"p\((\d+)\)-cg", method) if isinstance(method, str) else None
     if deep or (method == "p-cg" and depth not in (None, 1)):
         from ..deep.plcg import DeepCG
@@ -45,7 +47,7 @@ def loop_spec(method, depth=None, **options):
     if method == "gmres":
         from ..loops.gmres import gmres_spec
         return gmres_spec(**options)
-    if isinstance(method, str) and not method.startswith("p-"):
+    if isinstance(method, str) and not method.startswith(("p-", "b-")):
         if options:
             raise TypeError(f"{method}: unexpected options {', '.join(options)}")
         if method == "cg":
@@ -59,4 +61,6 @@ def loop_spec(method, depth=None, **options):
             return BICGSTAB
         raise ValueError(f"unknown method {method!r}: choose from {', '.join(METHODS)}")
     from ..derive import derived_spec
+    if isinstance(method, str) and method.startswith("b-"):
+        return derived_spec(method[2:], blocking=True, **options)
     return derived_spec(method[2:] if isinstance(method, str) else method, **options)
