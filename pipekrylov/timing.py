@@ -38,6 +38,15 @@ def poisson(comm, total):
     return A, A.matvec(np.ones(A.partition.nlocal)) + 1e-3
 
 
+# "cg-sr": PETSc's cg with its dots in one reduction (-ksp_cg_single_reduction)
+SINGLE_REDUCTION = {"cg-sr": [("ksp_cg_single_reduction", True)]}
+
+
+def petsc_type(kind):
+    """PETSc's KSP type of a benchmark's name for it."""
+    return "cg" if kind == "cg-sr" else kind
+
+
 def petsc_solver(A, b, ksp_type, pc="jacobi"):
     """``solve(n) -> iterations``: ``n`` iterations of PETSc's ``ksp_type`` on A (a
     DistributedCSR) from x = 0, rtol 0 (``"cg-sr"``: cg with -ksp_cg_single_reduction)."""
@@ -45,8 +54,8 @@ def petsc_solver(A, b, ksp_type, pc="jacobi"):
     M = aij(A)
     options = {"pipelcg": [("ksp_pipelcg_pipel", 2)],   # the natural norm: no reduction of its own
                "fcg": [("ksp_norm_type", "natural")], "pipefcg": [("ksp_norm_type", "natural")],
-               "pipegcr": [("ksp_norm_type", "natural")], "cg-sr": [("ksp_cg_single_reduction", True)]}
-    ksp = make_ksp(M, "cg" if ksp_type == "cg-sr" else ksp_type, pc, options=options.get(ksp_type, []))
+               "pipegcr": [("ksp_norm_type", "natural")], **SINGLE_REDUCTION}
+    ksp = make_ksp(M, petsc_type(ksp_type), pc, options=options.get(ksp_type, []))
     bv, xv = M.createVecs()
     bv.array[:] = b
 
@@ -208,8 +217,8 @@ def petsc_steppers(A, u0, M, rtol=1e-8, names=STEPPERS):
     out = {}
     for name, kind in ((name, PETSC_STEPPERS[name]) for name in names if name in PETSC_STEPPERS):
         extra = {"pipelcg": [("ksp_pipelcg_pipel", 2), ("ksp_pipelcg_lmax", 2.0)],
-                 "cg-sr": [("ksp_cg_single_reduction", True)]}.get(kind, [])
-        ksp = make_ksp(mat, "cg" if kind == "cg-sr" else kind, pc, rtol=rtol, max_it=10000,
+                 **SINGLE_REDUCTION}.get(kind, [])
+        ksp = make_ksp(mat, petsc_type(kind), pc, rtol=rtol, max_it=10000,
                        unpreconditioned=kind != "pipelcg", options=options + extra)
         ksp.setInitialGuessNonzero(True)
         x, b = mat.createVecs()
