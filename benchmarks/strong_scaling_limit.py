@@ -11,8 +11,8 @@ one run:
 
 ``--family gmres``: our gmres (its default, Gram-Schmidt twice with the second pass a step
 late, DCGS2; "gmres cgs2", twice in each step; "gmres cgs", once, as PETSc's default),
-p(1)-gmres, p(2)-gmres and s-step GMRES (s = 4 and 8; against pgmres) against PETSc's
-gmres, pgmres and pipefgmres, restart 30,
+p(1)-gmres, p(2)-gmres, s-step GMRES (s = 4 and 8; against pgmres) and pipelined flexible
+GMRES (p-fgmres, PETSc's shift 1) against PETSc's gmres, pgmres and pipefgmres, restart 30,
 Jacobi, on 2D convection-diffusion (nonsymmetric); "hidden" is then p(1)-gmres's.
 ``--family flexible``: our p-fcg and p-gcr (pipelined flexible CG and GCR, mmax 15,
 Notay's truncation) against PETSc's pipefcg, fcg and pipegcr (their defaults, with the
@@ -54,7 +54,7 @@ OURS = ["cg", "p-cg compiled", "p-cg python", "p(2)-cg compiled", "p(2)-cg pytho
         "s(8)-cg", "b-cg"]
 # cg-sr: cg -ksp_cg_single_reduction
 PETSC = ["PETSc cg", "PETSc pipecg", "PETSc pipelcg", "PETSc groppcg", "PETSc pipeprcg", "PETSc cg-sr"]
-OURS_GMRES = ["gmres", "gmres cgs2", "gmres cgs", "p(1)-gmres", "p(2)-gmres", "s(4)-gmres", "s(8)-gmres"]
+OURS_GMRES = ["gmres", "gmres cgs2", "gmres cgs", "p(1)-gmres", "p(2)-gmres", "s(4)-gmres", "s(8)-gmres", "p-fgmres"]
 PETSC_GMRES = ["PETSc gmres", "PETSc pgmres", "PETSc pipefgmres"]
 OURS_FLEXIBLE = ["cg", "p-cg compiled", "p-fcg", "p-gcr"]
 PETSC_FLEXIBLE = ["PETSc cg", "PETSc pipecg", "PETSc fcg", "PETSc pipefcg", "PETSc pipegcr"]
@@ -65,7 +65,7 @@ FAMILIES = {"cg": (OURS, PETSC, "p-cg compiled", "PETSc pipecg"),
 # each of ours against PETSc's like it (PETSc's gmres orthogonalizes once, as "gmres cgs")
 GMRES_RATIOS = [("gmres", "PETSc gmres"), ("gmres cgs2", "PETSc gmres"), ("gmres cgs", "PETSc gmres"),
                 ("p(1)-gmres", "PETSc pgmres"), ("p(2)-gmres", "PETSc pgmres"), ("p(1)-gmres", "PETSc pipefgmres"),
-                ("s(4)-gmres", "PETSc pgmres"), ("s(8)-gmres", "PETSc pgmres")]
+                ("s(4)-gmres", "PETSc pgmres"), ("s(8)-gmres", "PETSc pgmres"), ("p-fgmres", "PETSc pipefgmres")]
 FLEXIBLE_RATIOS = [("p-fcg", "PETSc pipefcg"), ("p-fcg", "PETSc fcg"), ("p-gcr", "PETSc pipegcr"),
                    ("p-fcg", "PETSc pipecg")]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -112,7 +112,8 @@ def our_gmres():
             "gmres cgs": on_solver("gmres", orthogonalization="cgs"),
             "p(1)-gmres": on_solver("p(1)-gmres"),
             "p(2)-gmres": on_solver("p(2)-gmres"),
-            "s(4)-gmres": on_solver("s-gmres", s=4), "s(8)-gmres": on_solver("s-gmres", s=8)}
+            "s(4)-gmres": on_solver("s-gmres", s=4), "s(8)-gmres": on_solver("s-gmres", s=8),
+            "p-fgmres": on_solver("p-fgmres", shift=1.0)}
 
 
 def convection_diffusion(comm, total):

@@ -1,13 +1,15 @@
 """Whole solves as users make them: 100 backward Euler steps of the heat equation on a 2D
 grid, each a solve of ``(I + dt L) u_new = u`` warm-started from ``u``, rtol 1e-8.  Our
 cg, p-cg, p(2)-cg, Gropp's CG, predict-and-recompute p-CG, s-step CG (s = 4, which
-PETSc lacks), single-reduction CG (b-cg) and pipelined flexible CG and GCR (p-fcg, p-gcr)
-with default arguments, through a Solver set up once and through the functions, against
-PETSc's cg, pipecg, pipelcg, groppcg, pipeprcg, cg with -ksp_cg_single_reduction (cg-sr),
-pipefcg and pipegcr on a KSP set up once, in one run:
+PETSc lacks), single-reduction CG (b-cg) and pipelined flexible CG, GCR and GMRES (p-fcg,
+p-gcr, p-fgmres) with default arguments, through a Solver set up once and through the
+functions, against PETSc's cg, pipecg, pipelcg, groppcg, pipeprcg, cg with
+-ksp_cg_single_reduction (cg-sr), pipefcg, pipegcr and pipefgmres on a KSP set up once, in
+one run:
 
     python -m benchmarks.time_stepping                     # every case below
     python -m benchmarks.time_stepping --ranks 1 --transports shm --pcs jacobi --sizes 256 1024
+    python -m benchmarks.time_stepping --methods cg p-fgmres   # some of the methods (cg always)
 
 256 ... 16,384 unknowns per rank, Jacobi and IC(0) (PETSc: block Jacobi with ICC(0)), at 1
 and 2 ranks over shared memory and at 2 over TCP (Open MPI's ``btl tcp`` on loopback, a
@@ -38,14 +40,14 @@ TARGETS = [10, 40]   # iterations per step
 LATENCIES = [50e-6, 100e-6]
 LATENCY_SIZE = 4096
 # s-cg: s-step CG, s = 4 (PETSc has none); b-cg: single-reduction CG; p-fcg, p-gcr: flexible
-METHODS = ("cg", "p-cg", "p(2)-cg", "p-cg-gropp", "p-cg-pr", "s-cg", "b-cg", "p-fcg", "p-gcr")
+METHODS = ("cg", "p-cg", "p(2)-cg", "p-cg-gropp", "p-cg-pr", "s-cg", "b-cg", "p-fcg", "p-gcr", "p-fgmres")
 # each of ours (through a Solver) against PETSc's like it (cg-sr: cg -ksp_cg_single_reduction)
 RATIOS = [("cg", "cg"), ("p-cg", "pipecg"), ("p-cg-gropp", "groppcg"), ("p-cg-pr", "pipeprcg"), ("b-cg", "cg-sr"),
-          ("p-fcg", "pipefcg"), ("p-gcr", "pipegcr")]
+          ("p-fcg", "pipefcg"), ("p-gcr", "pipegcr"), ("p-fgmres", "pipefgmres")]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def worker(sizes, pcs, steps, repeat, with_petsc, latencies):
+def worker(sizes, pcs, steps, repeat, with_petsc, latencies, methods=METHODS):
     from mpi4py import MPI
     from pipekrylov.timing import calibrate_dt, heat, petsc_steppers, steppers, time_each
     comm = MPI.COMM_WORLD
@@ -56,9 +58,9 @@ def worker(sizes, pcs, steps, repeat, with_petsc, latencies):
             for target in TARGETS:
                 c = calibrate_dt(comm, total, target, pc)
                 A, u0 = heat(comm, total, c)
-                funcs = steppers(A, u0, pc, names=METHODS)
+                funcs = steppers(A, u0, pc, names=methods)
                 if with_petsc:
-                    funcs.update(petsc_steppers(A, u0, pc, names=METHODS))
+                    funcs.update(petsc_steppers(A, u0, pc, names=methods))
                 row = time_each(comm, funcs, u0, steps, repeat,
                                 {"ranks": comm.size, "pc": pc, "local": total // comm.size, "target": target, "c": c})
                 points[target] = row
@@ -70,7 +72,7 @@ def worker(sizes, pcs, steps, repeat, with_petsc, latencies):
                 c = calibrate_dt(comm, total, TARGETS[-1], pc)
                 A, u0 = heat(comm, total, c)
                 for latency in latencies:
-                    funcs = {k: v for k, v in steppers(A, u0, pc, latency=latency, names=METHODS).items()
+                    funcs = {k: v for k, v in steppers(A, u0, pc, latency=latency, names=methods).items()
                              if k.endswith("Solver")}
                     row = time_each(comm, funcs, u0, steps, repeat,
                                     {"ranks": comm.size, "pc": pc, "local": local, "latency_us": latency * 1e6})
@@ -105,8 +107,11 @@ def main():
     parser.add_argument("--no-latency", action="store_true", help="skip the injected-latency table")
     parser.add_argument("--no-petsc", action="store_true")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--methods", nargs="*", default=list(METHODS), choices=METHODS,
+                        help="ours to time, with PETSc's like them (cg is always timed)")
     parser.add_argument("--timeout", type=float, default=3600)
     args = parser.parse_args()
+    methods = tuple(m for m in METHODS if m == "cg" or m in args.methods)
     try:
         import petsc4py  # noqa: F401
         with_petsc = not args.no_petsc
@@ -114,7 +119,7 @@ def main():
         with_petsc = False
     latencies = [] if args.no_latency else LATENCIES
     if args.worker:
-        worker(args.sizes, args.pcs, args.steps, args.repeat, with_petsc, latencies)
+        worker(args.sizes, args.pcs, args.steps, args.repeat, with_petsc, latencies, methods)
         return 0
     mpiexec = shutil.which("mpiexec")
     kind = launcher_kind(mpiexec)
@@ -126,7 +131,7 @@ def main():
                 continue
             command = [mpiexec, *(TCP if transport == "tcp" else []), "-n", str(ranks), sys.executable, "-m",
                        "benchmarks.time_stepping", "--worker", "--steps", str(args.steps), "--repeat",
-                       str(args.repeat), "--pcs", *args.pcs, "--sizes", *map(str, args.sizes)]
+                       str(args.repeat), "--pcs", *args.pcs, "--sizes", *map(str, args.sizes), "--methods", *methods]
             command += ["--no-petsc"] * (not with_petsc) + ["--no-latency"] * (transport == "tcp" or not latencies)
             print(f"# {transport}, {ranks} rank(s) ...", file=sys.stderr, flush=True)
             out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=args.timeout, cwd=ROOT)
@@ -136,16 +141,17 @@ def main():
                 kind_, _, text = line.partition(" ")
                 if kind_ in rows:
                     rows[kind_].append(dict(json.loads(text), transport=transport))
-    print(report(rows, with_petsc))
+    print(report(rows, with_petsc, methods))
     return 0
 
 
-def report(rows, with_petsc):
+def report(rows, with_petsc, methods=METHODS):
     import platform
     from pipekrylov.compare import markdown_table
     from pipekrylov.timing import PETSC_STEPPERS
-    ours = [f"{n} {how}" for n in METHODS for how in ("Solver", "function")]
-    petsc = [f"PETSc {PETSC_STEPPERS[n]}" for n in METHODS if n in PETSC_STEPPERS] if with_petsc else []
+    ours = [f"{n} {how}" for n in methods for how in ("Solver", "function")]
+    petsc = [f"PETSc {PETSC_STEPPERS[n]}" for n in methods if n in PETSC_STEPPERS] if with_petsc else []
+    ratios = [(a, b) for a, b in RATIOS if a in methods]
 
     def us(v):
         return "-" if v is None else f"{v:,.1f}"
@@ -154,14 +160,14 @@ def report(rows, with_petsc):
         return "-" if a is None or not b else f"{a / b:.2f}"
     header = ["transport", "ranks", "M", "unknowns/rank", "its/step (cg)"] + ours + petsc
     if with_petsc:
-        header += [f"{a} / {b}" for a, b in RATIOS]
+        header += [f"{a} / {b}" for a, b in ratios]
     header.append("p(2)-cg / p-cg")
     table = []
     for r in rows["ROW"]:
         line = [r["transport"], r["ranks"], r["pc"], f"{r['local']:,}", f"{r.get('cg Solver its', 0):.1f}"]
         line += [us(r.get(n)) for n in ours + petsc]
         if with_petsc:
-            line += [ratio(r.get(f"{a} Solver"), r.get(f"PETSc {b}")) for a, b in RATIOS]
+            line += [ratio(r.get(f"{a} Solver"), r.get(f"PETSc {b}")) for a, b in ratios]
         line.append(ratio(r.get("p(2)-cg Solver"), r.get("p-cg Solver")))
         table.append(line)
     text = [f"time per backward Euler step (us), rtol 1e-8, warm start, set-up not timed; "
@@ -180,14 +186,14 @@ def report(rows, with_petsc):
              markdown_table(["transport", "ranks", "M", "unknowns/rank"] + fixed_names +
                             (["cg / PETSc cg", "p-cg / pipecg"] if with_petsc else []), fixed)]
     if rows["LATENCY"]:
-        names = [f"{n} Solver" for n in METHODS]
+        names = [f"{n} Solver" for n in methods]
         lat = [[r["ranks"], r["pc"], f"{r['local']:,}", f"{r['latency_us']:g}"] + [us(r.get(n)) for n in names] +
                [f"{r.get('p-cg Solver its', 0):.1f}", ratio(r.get("p(2)-cg Solver"), r.get("p-cg Solver"))] +
                [ratio(r.get(n), r.get("cg Solver")) for n in names[1:]]
                for r in rows["LATENCY"]]
         text += ["", "with a reduction latency injected (the 40-iteration step)",
                  markdown_table(["ranks", "M", "unknowns/rank", "latency (us)"] + names +
-                                ["its/step (p-cg)", "p(2)-cg / p-cg"] + [f"{n} / cg" for n in METHODS[1:]], lat)]
+                                ["its/step (p-cg)", "p(2)-cg / p-cg"] + [f"{n} / cg" for n in methods[1:]], lat)]
     return "\n".join(text)
 
 

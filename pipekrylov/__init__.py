@@ -19,6 +19,7 @@ _LAZY = {
     "sstep_cg": "pipekrylov.solvers",
     "pipefcg": "pipekrylov.solvers",
     "pipegcr": "pipekrylov.solvers",
+    "pipefgmres": "pipekrylov.solvers",
     "cr": "pipekrylov.solvers",
     "bicgstab": "pipekrylov.solvers",
     "gmres": "pipekrylov.solvers",

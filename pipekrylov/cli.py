@@ -24,7 +24,7 @@ from .parallel.commandline import (ArgumentParser, add_debug_option, at_least, c
                                    refuse_nested_launch, run_command)
 
 METHODS = ("cg", "cr", "bicgstab", "gmres", "p-cg", "p-cr", "p-bicgstab", "p-cgs", "p-cg-hs", "p-cg-gropp", "p-cg-pr",
-           "b-cg", "p-gmres", "s-cg", "s-gmres", "p-fcg", "p-gcr")
+           "b-cg", "p-gmres", "s-cg", "s-gmres", "p-fcg", "p-gcr", "p-fgmres")
 
 
 def build_problem(comm, problem, matrix):
@@ -67,8 +67,8 @@ def make_solver(method, depth=1, s=4):
     import pipekrylov as pk
     if method in ("s-cg", "s-gmres"):
         return functools.partial(pk.sstep_cg if method == "s-cg" else pk.sstep_gmres, s=s)
-    if method in ("p-fcg", "p-gcr"):
-        return pk.pipefcg if method == "p-fcg" else pk.pipegcr
+    if method in ("p-fcg", "p-gcr", "p-fgmres"):
+        return {"p-fcg": pk.pipefcg, "p-gcr": pk.pipegcr, "p-fgmres": pk.pipefgmres}[method]
     if method.startswith("b-"):
         from .derive import blocking
         return blocking(method[2:])

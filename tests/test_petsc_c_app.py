@@ -175,7 +175,7 @@ PAIRS = {
                 ("PipeFCG", "pipefcg", SAME_NORM)],
     "convdiff": [("GMRES", "gmres", SAME_NORM), ("PipeLGMRES", "pgmres", SAME_NORM), ("BiCGStab", "bcgs", SAME_NORM),
                  ("PipeBiCGStab", "pipebcgs", SAME_NORM), ("PipeCGS", "cgs", SAME_NORM),
-                 ("SStepGMRES", "gmres", SAME_NORM)],
+                 ("SStepGMRES", "gmres", SAME_NORM), ("PipeFGMRES", "pipefgmres", SAME_NORM)],
     # Neumann: singular, the constants its null space (attached to the matrix)
     "neumann": [("CG", "cg", SAME_NORM), ("PipeCG", "pipecg", SAME_NORM), ("PipeLCG", "pipelcg", OTHER_NORM)],
 }

@@ -235,7 +235,8 @@ def test_pipegcr_context_against_petscs_pipegcr(comm, name):
 
 
 SPD_PAIRS = [("cg", pkp.CG), ("pipecg", pkp.PipeCG)]
-NONSYMMETRIC_PAIRS = [("bcgs", pkp.BiCGStab), ("pipebcgs", pkp.PipeBiCGStab), ("gmres", pkp.GMRES)]
+NONSYMMETRIC_PAIRS = [("bcgs", pkp.BiCGStab), ("pipebcgs", pkp.PipeBiCGStab), ("gmres", pkp.GMRES),
+                      ("pipefgmres", pkp.PipeFGMRES)]
 # Where the two do not agree within 5%.  PETSc's ILU(0) blocks are indefinite on bcsstk15:
 # both CG variants stop with a negative reason.  BiCGStab on hor_131 and orsirr_1
 # (condition 4e4-8e4): rounding decides the count (6-40% apart, depending on the PC and
@@ -485,3 +486,32 @@ def test_the_true_residual_monitor_is_live_for_a_context_set_after_set_from_opti
     assert len(trues) == its + 1
     assert trues[-1] < 1e-6 * trues[0]
     assert len(set(trues)) > len(trues) // 2
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("k", [0, 2, 8])
+def test_pipefgmres_context_takes_petscs_pipefgmres_iterations(comm, k):
+    """PipeFGMRES as a KSP type on convection-diffusion: block Jacobi with ILU(0) blocks
+    (k = 0, our compiled loop) or PETSc's changing PC, k inner CG steps per block
+    (through PCApply): PETSc's pipefgmres iterations within 5% + 2 (measured: equal at 1
+    and 2 ranks), with its default shift and with -ksp_pipefgmres_shift, and the tolerance
+    met by b - A x.  (A shift above A M's spectrum, 4 here, makes both recurrences
+    unstable: their histories part at the 5th iteration, and rounding decides the count,
+    42 against 53.)  A Gram-Schmidt refinement is refused."""
+    A = pkp.aij(pk.convection_diffusion2d(comm, 40))
+    for shift in (None, 0.5):
+        options = (inner_cg(k) if k else []) + ([("ksp_pipefgmres_shift", shift)] if shift else [])
+        ksp = pkp.make_ksp(A, pkp.PipeFGMRES, "bjacobi", max_it=3000, options=options)
+        its, reason, x = pkp.run_ksp(ksp)
+        ctx = ksp.getPythonContext()
+        assert reason > 0 and relative_residual(A, x, 1.0) <= 1e-8 * 1.01
+        assert ctx.last_result.shift == (shift or 1.0)
+        assert ctx.last_result.loop == ("python" if k else "compiled")
+        ksp.destroy()
+        ksp = pkp.make_ksp(A, "pipefgmres", "bjacobi", max_it=3000, unpreconditioned=True, right=True,
+                           options=options)
+        its_p, reason_p, _ = pkp.run_ksp(ksp)
+        ksp.destroy()
+        assert reason_p > 0 and abs(its - its_p) <= 0.05 * its_p + 2, (shift, its, its_p)
+    with pytest.raises(ValueError, match="refine_always cannot be honoured"):
+        pkp.make_ksp(A, pkp.PipeFGMRES, "jacobi", options=[("ksp_gmres_cgs_refinement_type", "refine_always")])

@@ -33,6 +33,7 @@ METHODS = {   # name -> (solver, the matrices it applies to)
     "p-fcg": (pk.pipefcg, SPD),
     "p-gcr": (pk.pipegcr, SMALL_SPD + NONSYMMETRIC),
     "s(4)-gmres": (pk.sstep_gmres, SMALL_SPD + NONSYMMETRIC),
+    "p-fgmres": (pk.pipefgmres, SMALL_SPD + NONSYMMETRIC),
 }
 CASES = [(name, matrix) for name, (_, matrices) in METHODS.items() for matrix in matrices]
 

@@ -71,21 +71,15 @@ def _gmres_loop(passes, delayed):
         j = int(S[J])
         event = NONE
         while True:
-            if resume == BEGIN or resume == RESIDUAL:
-                event = cycle_residual(A, x, b, w, out, resume == BEGIN, S, BETA, R, I, F, trace)
+            if resume != INNER:
+                event, resume = begin_cycle(resume, iteration, A, x, b, w, out, S, BETA, m, (passes + 1) * m + 2,
+                                            V[0], g, hist, trace, R, I, F)
                 if event != NONE:
                     break
-                resume = TOP
-            if resume == TOP or resume == AFTER_TEST:
-                event, resume = cycle_top(resume, iteration, S[BETA], m, (passes + 1) * m + 2, hist, trace, I, F)
-                if event != NONE:
-                    break
-                open_cycle(w, S[BETA], V[0], g)
                 if delayed:
                     divide(V[0], 1.0, u)   # u_0 = v_0, final as it is
                     S[ENDS] = 0.0
                 j = 0
-                resume = INNER
             if resume == INNER:
                 if delayed:
                     event, j, iteration = _delayed_steps(W, x, S, I, F, hist, trace, A, P, R, j, iteration,
@@ -146,6 +140,25 @@ def cycle_top(resume, iteration, beta, m, reductions, hist, trace, I, F):
     if iteration >= I[MAXITER]:
         return MAX_ITERATIONS, AFTER_TEST
     return NONE, AFTER_TEST
+
+
+@loop
+def begin_cycle(resume, iteration, A, x, b, w, scratch, S, beta, m, reductions, v0, g, hist, trace, R, I, F):
+    """A restarted method's cycle begun from where the loop resumes: from BEGIN or
+    RESIDUAL its first residual ``w = b - A x`` (:func:`cycle_residual`, its norm into
+    ``S[beta]``), then from TOP or AFTER_TEST its test (:func:`cycle_top`), then its first
+    basis vector ``v0`` and right-hand side ``g`` (:func:`open_cycle`).  Returns (event,
+    where to resume): INNER where the cycle is open."""
+    if resume == BEGIN or resume == RESIDUAL:
+        event = cycle_residual(A, x, b, w, scratch, resume == BEGIN, S, beta, R, I, F, trace)
+        if event != NONE:
+            return event, resume
+        resume = TOP
+    event, resume = cycle_top(resume, iteration, S[beta], m, reductions, hist, trace, I, F)
+    if event != NONE:
+        return event, resume
+    open_cycle(w, S[beta], v0, g)
+    return NONE, INNER
 
 
 @hot
@@ -444,7 +457,29 @@ def _breakdown(check, value):
     return Breakdown("diverged_breakdown", "GMRES: zero column in the Hessenberg matrix")
 
 
-class GMRESSpec(LoopSpec):
+class Restarted(LoopSpec):
+    """A restarted GMRES's loop spec (the cycles of :func:`begin_cycle`): its restart
+    fitted to a system's size, and its tests: a cycle's first decides, an inner one only
+    reports (the cycle goes on)."""
+
+    restart = None
+
+    def with_restart(self, restart):
+        """This method with another restart."""
+        raise NotImplementedError
+
+    def fitted(self, n):
+        from ..solvers.inputs import fitted_restart
+        m = fitted_restart(self.restart, n)
+        return self if m == self.restart else self.with_restart(m)
+
+    def after_test(self, solver, passed):
+        if solver.I[RESUME] == INNER:
+            return INNER
+        return None if passed else AFTER_TEST
+
+
+class GMRESSpec(Restarted):
     """GMRES(m)'s loop: its workspace holds the cycle's basis."""
 
     def __init__(self, restart, orthogonalization):
@@ -461,10 +496,8 @@ class GMRESSpec(LoopSpec):
     def key(self):
         return f"gmres restart={self.restart} orthogonalization={self.orthogonalization}"
 
-    def fitted(self, n):
-        from ..solvers.inputs import fitted_restart
-        m = fitted_restart(self.restart, n)
-        return self if m == self.restart else gmres_spec(m, self.orthogonalization)
+    def with_restart(self, restart):
+        return gmres_spec(restart, self.orthogonalization)
 
     def _workspace(self, n, preconditioned):
         m = self.restart
@@ -474,12 +507,6 @@ class GMRESSpec(LoopSpec):
                 # DCGS2's: u, the Hessenberg matrix unrotated, T by rows
                 np.zeros(n if self.delayed else 1), np.zeros((m + 1, m) if self.delayed else (1, 1)),
                 np.zeros((m + 1, m + 1) if self.delayed else (1, 1)))
-
-    def after_test(self, solver, passed):
-        """A cycle's first test decides; an inner one only reports (the cycle goes on)."""
-        if solver.I[RESUME] == INNER:
-            return INNER
-        return None if passed else AFTER_TEST
 
 
 def gmres_spec(restart=30, orthogonalization="dcgs2"):

@@ -50,14 +50,13 @@ import numpy as np
 
 from ..kernels.basis import add_combination, divide, gram, subtract_combination
 from ..kernels.compile import hot
-from ..runtime.layout import (AFTER_TEST, ATOL, BEGIN, DONE, ESTIMATE, ITERATED, ITERATION, MAXITER, NONE,
-                              PRECONDITIONED, RESUME, STOP_EVERY, TOP)
+from ..runtime.layout import (ATOL, DONE, ESTIMATE, ITERATED, ITERATION, MAXITER, NONE, PRECONDITIONED,
+                              RESUME, STOP_EVERY)
 from ..runtime.operators import apply_operator, precondition
 from ..runtime.reduce import allreduce
 from ..runtime.steps import breakdown
-from . import LoopSpec, loop
-from .gmres import (ZERO, _back_substitute, _breakdown, _inner_test, _rotate_column, cycle_residual, cycle_top,
-                    open_cycle)
+from . import loop
+from .gmres import INNER, RESIDUAL, ZERO, Restarted, _back_substitute, _breakdown, _inner_test, _rotate_column, begin_cycle
 
 __all__ = ["sstep_gmres", "SStepGMRES", "MAX_S"]
 
@@ -67,7 +66,6 @@ LOSS_LIMIT = 1e-10  # ... as where one pass would take the basis's loss of ortho
 ROUNDING = 2.2e-16
 TINY = 1e-13     # a pivot keeping at most this: the column is lost (rounding's)
 
-INNER, RESIDUAL = 6, 7    # resume points: within a cycle; the cycle's new residual
 # the method's integers J
 (S_MAX,       # s
  BLOCK,       # the length of the next blocks (s, halved after a lost column)
@@ -79,7 +77,7 @@ INNER, RESIDUAL = 6, 7    # resume points: within a cycle; the cycle's new resid
  SECOND,      # blocks that took a second pass
  J_SIZE) = range(9)
 BETA, LOSS, S_SIZE = 0, 1, 2   # the cycle's first residual norm; the estimate of max |Q^T Q - I|
-RESIDUAL_LABEL, GRAM_LABEL, AGAIN_LABEL = range(3)   # RESIDUAL_LABEL: gmres.cycle_residual's
+RESIDUAL_LABEL, GRAM_LABEL, AGAIN_LABEL = range(3)   # RESIDUAL_LABEL: gmres.begin_cycle's
 W_NAMES = ("Q", "z", "w", "H", "Hu", "g", "cs", "sn", "y", "C", "C2", "G", "U", "U2", "RV", "X", "theta", "curv",
            "scale", "lanes", "coef", "J")
 
@@ -109,19 +107,13 @@ def sstep_gmres(W, x, b, S, I, F, hist, trace, A, P, R):
                                                                 J[COLUMN] == m):
             event = ESTIMATE    # the shifts from more Ritz values: a whole cycle's, or 2 s at least
             break
-        if resume == BEGIN or resume == RESIDUAL:
-            event = cycle_residual(A, x, b, w, coef, resume == BEGIN, S, BETA, R, I, F, trace)
+        if resume != INNER:
+            event, resume = begin_cycle(resume, iteration, A, x, b, w, coef, S, BETA, m, 2 * m + 2, Q[0], g, hist,
+                                        trace, R, I, F)
             if event != NONE:
                 break
-            resume = TOP
-        if resume == TOP or resume == AFTER_TEST:
-            event, resume = cycle_top(resume, iteration, S[BETA], m, 2 * m + 2, hist, trace, I, F)
-            if event != NONE:
-                break
-            open_cycle(w, S[BETA], Q[0], g)
             J[COLUMN] = J[BUILT] = 0
             S[LOSS] = ROUNDING
-            resume = INNER
         if resume == INNER:
             event, iteration = _cycle(W, x, S, I, F, hist, trace, A, P, R, iteration)
             if event != NONE:
@@ -451,7 +443,7 @@ def estimate_shifts(Hu, columns, theta, curv, scale):
     return True
 
 
-class SStepGMRES(LoopSpec):
+class SStepGMRES(Restarted):
     """s-step GMRES(``restart``)'s loop (see the module's docstring): blocks of ``s``
     iterations, one reduction each."""
 
@@ -471,19 +463,11 @@ class SStepGMRES(LoopSpec):
     def key(self):
         return f"s({self.s})-gmres restart={self.restart}"
 
-    def fitted(self, n):
-        from ..solvers.inputs import fitted_restart
-        m = fitted_restart(self.restart, n)
-        return self if m == self.restart else SStepGMRES(self.s, m)
+    def with_restart(self, restart):
+        return SStepGMRES(self.s, restart)
 
     def _workspace(self, n, preconditioned):
         return workspace(n, self.s, self.restart, preconditioned)
-
-    def after_test(self, solver, passed):
-        """A cycle's first test decides; an inner one only reports (the cycle goes on)."""
-        if solver.I[RESUME] == INNER:
-            return INNER
-        return None if passed else AFTER_TEST
 
     def event(self, solver, run, event):
         """ESTIMATE: the shifts from the Hessenberg matrix's columns so far (the loop

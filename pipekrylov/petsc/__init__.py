@@ -22,6 +22,7 @@ The contexts, one per method:
 ``pipekrylov.petsc.GroppCG``     Gropp's CG          ``PipePRCG``      predict-and-recompute p-CG
 ``pipekrylov.petsc.SStepCG``     s-step CG           ``SStepGMRES``    s-step GMRES(m)
 ``pipekrylov.petsc.PipeFCG``     flexible p-CG       ``PipeGCR``       flexible p-GCR (pipefcg, pipegcr)
+``pipekrylov.petsc.PipeFGMRES``  flexible p-GMRES (pipefgmres)
 ========================  ==========================================================
 
 Options under the KSP's prefix: ``-ksp_pipekrylov_replacement`` (automatic residual
@@ -32,7 +33,8 @@ depth and shift interval; by default the solver estimates it), ``-ksp_pipekrylov
 (p(l)-CG's hand-over to p-CG, default 1e-11; 0: off), ``-ksp_pipekrylov_fallback_depth l``
 (its depth after a breakdown, default 1; 0 keeps the depth), ``-ksp_pipekrylov_s s`` (s-step
 CG's and GMRES's iterations per reduction, default 4), PETSc's ``-ksp_pipefcg_mmax`` and
-``-ksp_pipefcg_truncation_type notay|standard`` (PipeFCG; ``-ksp_pipegcr_...`` for PipeGCR) and
+``-ksp_pipefcg_truncation_type notay|standard`` (PipeFCG; ``-ksp_pipegcr_...`` for PipeGCR),
+``-ksp_pipefgmres_shift`` (PipeFGMRES) and
 ``-ksp_pipekrylov_live_monitor``; PETSc's ``-ksp_cg_single_reduction`` on ``CG`` (the
 derived blocking Chronopoulos-Gear loop, ``"b-cg"``); ``-ksp_view`` shows them.
 
@@ -67,10 +69,10 @@ iteration: measured in docs/compiled-loop.md).
 """
 from .binding import Binding, PETScOperator, PETScPC, aij
 from .contexts import (CG, CR, GMRES, BiCGStab, Classic, Context, Deep, Derived, GroppCG, PipeBiCGStab, PipeCG,
-                       PipeCGS, PipeCR, PipeFCG, PipeGCR, PipeLCG, PipeLGMRES, PipePRCG, SStep, SStepCG, SStepGMRES,
+                       PipeCGS, PipeCR, PipeFCG, PipeFGMRES, PipeGCR, PipeLCG, PipeLGMRES, PipePRCG, SStep, SStepCG, SStepGMRES,
                        Flexible)
 from .ksp import make_ksp, run_ksp
 
 __all__ = ["CG", "CR", "BiCGStab", "GMRES", "PipeCG", "PipeCR", "PipeBiCGStab", "PipeCGS", "GroppCG", "PipePRCG", "PipeLCG",
-           "PipeLGMRES", "SStepCG", "SStepGMRES", "PipeFCG", "PipeGCR", "Context", "Classic", "Derived", "Deep", "SStep", "Flexible", "Binding", "PETScOperator", "PETScPC",
+           "PipeLGMRES", "SStepCG", "SStepGMRES", "PipeFCG", "PipeGCR", "PipeFGMRES", "Context", "Classic", "Derived", "Deep", "SStep", "Flexible", "Binding", "PETScOperator", "PETScPC",
            "aij", "make_ksp", "run_ksp"]

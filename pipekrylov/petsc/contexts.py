@@ -11,7 +11,7 @@ from .binding import Binding
 
 __all__ = ["Context", "Classic", "Derived", "Deep", "CG", "CR", "BiCGStab", "GMRES", "PipeCG", "GroppCG", "PipePRCG",
            "PipeCR",
-           "PipeBiCGStab", "PipeCGS", "PipeLCG", "PipeLGMRES", "SStepCG", "SStepGMRES", "Flexible", "PipeFCG", "PipeGCR"]
+           "PipeBiCGStab", "PipeCGS", "PipeLCG", "PipeLGMRES", "SStepCG", "SStepGMRES", "Flexible", "PipeFCG", "PipeGCR", "PipeFGMRES"]
 
 # KSPs that use our contexts.  petsc4py 3.18 defers the destruction of a parallel KSP
 # that a script leaves alive to PetscFinalize, whose KSPReset then calls into the Python
@@ -361,6 +361,32 @@ class Flexible(Context):
 
     def describe(self):
         return [f"max previous directions: {self.mmax}, {self.truncation} truncation", f"loop: {self.loop}"]
+
+
+class PipeFGMRES(Context):
+    """Pipelined flexible GMRES (:func:`pipekrylov.pipefgmres`) as a KSP, with PETSc's
+    ``-ksp_gmres_restart`` and ``-ksp_pipefgmres_shift`` (1).  It orthogonalizes by
+    classical Gram-Schmidt once, as PETSc's pipefgmres: a refinement or modified
+    Gram-Schmidt asked for is refused."""
+
+    kind = "flexible pipelined"
+    method = "fgmres"
+
+    def __init__(self):
+        super().__init__()
+        self.shift = 1.0
+
+    def options(self, options):
+        self.shift = options.getReal("ksp_pipefgmres_shift", self.shift)
+
+    def refuse(self, options, prefix):
+        gmres_orthogonalization(options, prefix, ("cgs",), "cgs")
+
+    def method_spec(self):
+        return "p-fgmres", {"restart": self.restart, "shift": self.shift}
+
+    def describe(self):
+        return [f"restart: {self.restart}, shift: {self.shift:g}, classical Gram-Schmidt once", f"loop: {self.loop}"]
 
 
 REFINEMENTS = {"refine_always": "cgs2", "refine_never": "cgs"}   # PETSc's -ksp_gmres_cgs_refinement_type

@@ -7,9 +7,9 @@ The classic methods are the baselines the pipelined methods are measured against
 from .bicgstab import bicgstab
 from .cg import cg, sstep_cg
 from .cr import cr
-from .flexible import pipefcg, pipegcr
+from .flexible import pipefcg, pipefgmres, pipegcr
 from .gmres import gmres, sstep_gmres
 from .result import REASONS, SolveResult
 from .solver import Solver
 
-__all__ = ["Solver", "cg", "sstep_cg", "pipefcg", "pipegcr", "cr", "bicgstab", "gmres", "sstep_gmres", "SolveResult", "REASONS"]
+__all__ = ["Solver", "cg", "sstep_cg", "pipefcg", "pipegcr", "pipefgmres", "cr", "bicgstab", "gmres", "sstep_gmres", "SolveResult", "REASONS"]

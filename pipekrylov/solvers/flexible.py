@@ -1,8 +1,9 @@
-"""Pipelined flexible CG and GCR, scipy's calling contract (the loop:
-:mod:`pipekrylov.loops.flexible`)."""
+"""Pipelined flexible CG, GCR and GMRES, scipy's calling contract (the loops:
+:mod:`pipekrylov.loops.flexible`, :mod:`pipekrylov.loops.pipefgmres`)."""
+from .gmres import scipy_gmres
 from .solver import solve_once
 
-__all__ = ["pipefcg", "pipegcr"]
+__all__ = ["pipefcg", "pipegcr", "pipefgmres"]
 
 
 def pipefcg(A, b, x0=None, *, mmax=15, truncation="notay", rtol=1e-5, atol=0.0, maxiter=None, M=None,
@@ -35,3 +36,23 @@ def pipegcr(A, b, x0=None, *, mmax=15, truncation="notay", rtol=1e-5, atol=0.0, 
     from ..loops.flexible import PipeGCR
     return solve_once(PipeGCR(mmax, truncation), A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
                       callback=callback, comm=comm, monitor=monitor, latency=latency, loop=loop)
+
+
+def pipefgmres(A, b, x0=None, *, restart=30, shift="auto", rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+               callback_type=None, comm=None, monitor=False, latency=0.0, loop="auto"):
+    """Solve ``A x = b`` by pipelined flexible GMRES(``restart``) (PETSc's pipefgmres): right
+    preconditioned by an M that may change from one application to the next, each
+    iteration's one reduction overlapped with an application of M and of A.  Collective.
+
+    Arguments and result as :func:`pipekrylov.gmres` (scipy's ``maxiter`` in restart
+    cycles, ``callback_type``), plus ``shift``, which keeps the recurred basis vectors
+    away from the basis's span: ``"auto"`` (each cycle's ``||A M v_0||``, of ``A M``'s
+    scale) or a number (PETSc's default is 1, its heuristic the largest eigenvalue of
+    ``A M``).  ``result.shift`` is the last cycle's; ``result.restarts`` counts cycles
+    ended early where the basis lost its orthogonality (a square root of a negative
+    number).
+    """
+    from ..loops.pipefgmres import PipeFGMRES
+    return scipy_gmres(PipeFGMRES(restart, shift), A, b, x0, restart=restart, maxiter=maxiter, callback=callback,
+                       callback_type=callback_type, monitor=monitor, rtol=rtol, atol=atol, M=M, comm=comm,
+                       latency=latency, loop=loop)

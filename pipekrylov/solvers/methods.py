@@ -6,7 +6,7 @@ __all__ = ["loop_spec", "METHODS"]
 METHODS = ("cg", "cr", "bicgstab", "gmres", "p-cg", "p-cr", "p-bicgstab", "p-cgs", "p-cg-hs", "p-cg-gropp", "p-cg-pr",
            "b-cg",
            "p(l)-cg",
-           "p(l)-gmres", "s-cg", "s-gmres", "p-fcg", "p-gcr")
+           "p(l)-gmres", "s-cg", "s-gmres", "p-fcg", "p-gcr", "p-fgmres")
 
 
 def loop_spec(method, depth=None, **options):
@@ -17,7 +17,7 @@ def loop_spec(method, depth=None, **options):
     :func:`pipekrylov.deep.plgmres`), s-step CG (``"s-cg"`` with option ``s``, or
     ``"s(4)-cg"``), s-step GMRES (``"s-gmres"`` or ``"s(4)-gmres"``, options ``s`` and
     ``restart``), pipelined flexible CG and GCR (``"p-fcg"``, ``"p-gcr"``, options ``mmax`` and
-    ``truncation``),
+    ``truncation``), pipelined flexible GMRES (``"p-fgmres"``, options ``restart`` and ``shift``),
     or a :class:`pipekrylov.derive.Method` (derived).  ``"b-"`` before a derived method's
     name gives its blocking schedule: ``"b-cg"`` is single-reduction CG (Chronopoulos-Gear)."""
     deep = re.fullmatch(r"p\((\d+)\)-cg", method) if isinstance(method, str) else None
@@ -44,6 +44,9 @@ def loop_spec(method, depth=None, **options):
     if method in ("p-fcg", "p-gcr"):
         from ..loops.flexible import Flexible
         return Flexible(method[2:], **options)
+    if method == "p-fgmres":
+        from ..loops.pipefgmres import PipeFGMRES
+        return PipeFGMRES(**options)
     if method == "gmres":
         from ..loops.gmres import gmres_spec
         return gmres_spec(**options)
