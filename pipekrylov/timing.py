@@ -120,7 +120,8 @@ def per_iteration(comm, funcs, n1, n2, repeat=3, budget=1.0):
 STEPPERS = ("cg", "p-cg", "p(2)-cg")
 PETSC_STEPPERS = {"cg": "cg", "p-cg": "pipecg", "p(2)-cg": "pipelcg", "p-cg-gropp": "groppcg",
                   "p-cg-pr": "pipeprcg", "b-cg": "cg-sr",   # cg-sr: cg -ksp_cg_single_reduction
-                  "p-fcg": "pipefcg", "p-gcr": "pipegcr", "p-fgmres": "pipefgmres"}
+                  "p-fcg": "pipefcg", "p-gcr": "pipegcr", "p-fgmres": "pipefgmres",
+                  "s-gmres": "pgmres"}   # PETSc has no s-step GMRES: its pipelined one
 
 
 def heat(comm, total, c):
@@ -165,7 +166,7 @@ def calibrate_dt(comm, total, iterations, M="jacobi", rtol=1e-8):
 
 def steppers(A, u0, M, latency=0.0, rtol=1e-8, names=STEPPERS):
     """``{name: step(u, k) -> (u_(k+1), iterations)}``: our solvers ``names`` (cg,
-    p(2)-cg, s-cg, p-fcg, p-gcr, p-fgmres or a derived "p-..." or "b-...") through a Solver and
+    p(2)-cg, s-cg, s-gmres, p-fcg, p-gcr, p-fgmres or a derived "p-..." or "b-...") through a Solver and
     through the functions.
     Collective (the Solvers' set-up)."""
     import pipekrylov as pk
@@ -179,13 +180,13 @@ def steppers(A, u0, M, latency=0.0, rtol=1e-8, names=STEPPERS):
 
 
 def _function(name):
-    """The scipy-style function of a stepper's method: CG, p(2)-CG, s-step CG, p-FCG, p-GCR,
-    p-FGMRES or a derived "p-..." or "b-..."."""
+    """The scipy-style function of a stepper's method: CG, p(2)-CG, s-step CG and GMRES, p-FCG,
+    p-GCR, p-FGMRES or a derived "p-..." or "b-..."."""
     import pipekrylov as pk
     if name == "cg":
         return pk.cg
-    if name == "s-cg":
-        return pk.sstep_cg
+    if name in ("s-cg", "s-gmres"):
+        return pk.sstep_cg if name == "s-cg" else pk.sstep_gmres
     if name in ("p-fcg", "p-gcr", "p-fgmres"):
         return {"p-fcg": pk.pipefcg, "p-gcr": pk.pipegcr, "p-fgmres": pk.pipefgmres}[name]
     if name == "p(2)-cg":
@@ -205,7 +206,7 @@ def _step(result):
 def petsc_steppers(A, u0, M, rtol=1e-8, names=STEPPERS):
     """PETSc's counterparts of ``names`` that have one (:data:`PETSC_STEPPERS`: cg, pipecg,
     groppcg, pipeprcg, cg with ``-ksp_cg_single_reduction`` ("cg-sr"), pipefcg, pipegcr,
-    pipefgmres (right preconditioned, as ours), and
+    pipefgmres and pgmres (right preconditioned, as ours), and
     pipelcg of depth 2 with its shifts on [0, 2], which hold the spectrum of either
     preconditioned heat matrix: PETSc's default lmin = lmax = 0 takes thousands of
     iterations here) on a KSP set up once, each step ``VecCopy(x, b); VecAXPY(b, s_k, u0);
@@ -220,7 +221,7 @@ def petsc_steppers(A, u0, M, rtol=1e-8, names=STEPPERS):
         extra = {"pipelcg": [("ksp_pipelcg_pipel", 2), ("ksp_pipelcg_lmax", 2.0)],
                  **SINGLE_REDUCTION}.get(kind, [])
         ksp = make_ksp(mat, petsc_type(kind), pc, rtol=rtol, max_it=10000,
-                       unpreconditioned=kind != "pipelcg", right=kind == "pipefgmres", options=options + extra)
+                       unpreconditioned=kind != "pipelcg", right=kind in ("pipefgmres", "pgmres"), options=options + extra)
         ksp.setInitialGuessNonzero(True)
         x, b = mat.createVecs()
         shape = x.duplicate()
