@@ -153,6 +153,7 @@ def report(rows, with_petsc, methods=METHODS):
     ours = [f"{n} {how}" for n in methods for how in ("Solver", "function")]
     petsc = [f"PETSc {PETSC_STEPPERS[n]}" for n in methods if n in PETSC_STEPPERS] if with_petsc else []
     ratios = [(a, b) for a, b in RATIOS if a in methods]
+    deep = "p-cg" in methods and "p(2)-cg" in methods   # p(2)-cg / p-cg's columns
 
     def us(v):
         return "-" if v is None else f"{v:,.1f}"
@@ -162,14 +163,14 @@ def report(rows, with_petsc, methods=METHODS):
     header = ["transport", "ranks", "M", "unknowns/rank", "its/step (cg)"] + ours + petsc
     if with_petsc:
         header += [f"{a} / {b}" for a, b in ratios]
-    header.append("p(2)-cg / p-cg")
+    header += ["p(2)-cg / p-cg"] * deep
     table = []
     for r in rows["ROW"]:
         line = [r["transport"], r["ranks"], r["pc"], f"{r['local']:,}", f"{r.get('cg Solver its', 0):.1f}"]
         line += [us(r.get(n)) for n in ours + petsc]
         if with_petsc:
             line += [ratio(r.get(f"{a} Solver"), r.get(f"PETSc {b}")) for a, b in ratios]
-        line.append(ratio(r.get("p(2)-cg Solver"), r.get("p-cg Solver")))
+        line += [ratio(r.get("p(2)-cg Solver"), r.get("p-cg Solver"))] * deep
         table.append(line)
     text = [f"time per backward Euler step (us), rtol 1e-8, warm start, set-up not timed; "
             f"{cpu_name()}, {os.cpu_count()} cores, {platform.node()}", markdown_table(header, table)]
@@ -178,23 +179,26 @@ def report(rows, with_petsc, methods=METHODS):
            for r in rows["ROW"]]
     text += ["", "iterations per step", markdown_table(["transport", "ranks", "M", "unknowns/rank"] + ours[::2] + petsc,
                                                        its)]
-    fixed_names = ["cg Solver", "p-cg Solver", "p(2)-cg Solver"] + (["PETSc cg", "PETSc pipecg"] if with_petsc else [])
+    fixed_names = [f"{n} Solver" for n in ("cg", "p-cg", "p(2)-cg") if n in methods]
+    pipelined = "p-cg" in methods and with_petsc
+    fixed_names += (["PETSc cg"] if with_petsc else []) + ["PETSc pipecg"] * pipelined
     fixed = [[r["transport"], r["ranks"], r["pc"], f"{r['local']:,}"] + [us(r.get(n)) for n in fixed_names] +
-             ([ratio(r.get("cg Solver"), r.get("PETSc cg")), ratio(r.get("p-cg Solver"), r.get("PETSc pipecg"))]
-              if with_petsc else [])
+             ([ratio(r.get("cg Solver"), r.get("PETSc cg"))] if with_petsc else []) +
+             [ratio(r.get("p-cg Solver"), r.get("PETSc pipecg"))] * pipelined
              for r in rows["FIXED"]]
     text += ["", "fixed cost per solve (us): the intercept of time per step against iterations per step",
              markdown_table(["transport", "ranks", "M", "unknowns/rank"] + fixed_names +
-                            (["cg / PETSc cg", "p-cg / pipecg"] if with_petsc else []), fixed)]
+                            (["cg / PETSc cg"] if with_petsc else []) + ["p-cg / pipecg"] * pipelined, fixed)]
     if rows["LATENCY"]:
         names = [f"{n} Solver" for n in methods]
         lat = [[r["ranks"], r["pc"], f"{r['local']:,}", f"{r['latency_us']:g}"] + [us(r.get(n)) for n in names] +
-               [f"{r.get('p-cg Solver its', 0):.1f}", ratio(r.get("p(2)-cg Solver"), r.get("p-cg Solver"))] +
+               [f"{r.get('cg Solver its', 0):.1f}"] + [ratio(r.get("p(2)-cg Solver"), r.get("p-cg Solver"))] * deep +
                [ratio(r.get(n), r.get("cg Solver")) for n in names[1:]]
                for r in rows["LATENCY"]]
         text += ["", "with a reduction latency injected (the 40-iteration step)",
                  markdown_table(["ranks", "M", "unknowns/rank", "latency (us)"] + names +
-                                ["its/step (p-cg)", "p(2)-cg / p-cg"] + [f"{n} / cg" for n in methods[1:]], lat)]
+                                ["its/step (cg)"] + ["p(2)-cg / p-cg"] * deep + [f"{n} / cg" for n in methods[1:]],
+                                lat)]
     return "\n".join(text)
 
 

@@ -319,6 +319,20 @@ def test_pipefgmres_on_the_nonsymmetric_matrices_attains_gmres_accuracy(name):
                                                         10 * np.linalg.norm(b - A @ base.x))
 
 
+@pytest.mark.parametrize("shift", ["auto", 1.0])
+def test_pipefgmres_solves_a_multiple_of_the_identity_without_a_breakdown(shift):
+    """A M v_0 parallel to v_0: ||z_0||^2 - (v_0, z_0)^2 is zero but for rounding, which
+    may make it negative; that is a happy breakdown, not a square-root one.  (Where it
+    comes out positive, h is that rounding's square root, ~1e-8 ||z_0||: then a second
+    step.)"""
+    rng = np.random.default_rng(5)
+    A = sp.identity(400_000, format="csr") * 3.0
+    b = rng.standard_normal(400_000)
+    res = pk.pipefgmres(A, b, rtol=1e-10, shift=shift, comm=MPI.COMM_SELF)
+    assert res.info == 0 and res.iterations <= 2 and res.restarts == 0
+    assert np.allclose(res.x, b / 3.0, rtol=1e-9)
+
+
 @pytest.mark.parametrize("options", [{"shift": "big"}, {"shift": np.inf}, {"restart": 0}])
 def test_pipefgmres_bad_options_get_a_clear_error(options):
     A = pk.poisson2d(MPI.COMM_SELF, 4)

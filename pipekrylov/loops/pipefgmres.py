@@ -28,6 +28,8 @@ their recurrence.  A number given is used as PETSc uses it.
 
 A square root of a negative number (the recurrences lost V's orthogonality) ends the
 cycle with the columns before it, and the next starts from ``b - A x``, as PETSc's does.
+At a cycle's first step it can only be rounding's (Cauchy-Schwarz): ``z_0`` is then in
+the span of ``v_0``, a happy breakdown.
 The cycle's structure (its first residual, the test of the true residual at its top, the
 estimates tested within it, the update) is classic GMRES's (:mod:`.gmres`).
 """
@@ -36,8 +38,8 @@ import numpy as np
 from ..kernels import dot
 from ..kernels.basis import add_combination, copy, divide, project, subtract_combination
 from ..kernels.compile import hot
-from ..runtime.layout import (ATOL, DONE, ITERATED, ITERATION, MAXITER, NONE, PRECONDITIONED, RESTARTS, RESUME,
-                              STOP_EVERY)
+from ..runtime.layout import (ATOL, DONE, ITERATED, ITERATION, MAXITER, NANORINF, NONE, PRECONDITIONED, RESTARTS,
+                              RESUME, STOP_EVERY)
 from ..runtime.operators import apply_operator, precondition
 from ..runtime.reduce import start, wait
 from ..runtime.steps import breakdown
@@ -47,7 +49,7 @@ from .gmres import INNER, RESIDUAL, ZERO, Restarted, _back_substitute, _inner_te
 
 __all__ = ["PipeFGMRES", "pipefgmres"]
 
-ZERO_COLUMN, SQUARE_ROOT = 0, 1     # the breakdown checks
+ZERO_COLUMN = 0     # the breakdown check
 # ||z||^2 - ||c||^2 below zero by at most this of ||z||^2 is rounding's: h = 0 (PETSc
 # clamps at an absolute 1e-10; relative here, as ||z|| scales with A)
 ROUNDING = 1e-14
@@ -75,9 +77,7 @@ def pipefgmres(W, x, b, S, I, F, hist, trace, A, P, R):
             event, j, iteration = _steps(W, x, S, I, F, hist, trace, A, P, R, j, iteration, preconditioned)
             if event != NONE:
                 break
-            if j == 0:   # a square-root breakdown at a cycle's first step: no column to update by
-                event = breakdown(SQUARE_ROOT, 0.0, I, F)
-                break
+
             _update(W, x, j, preconditioned)   # the cycle's end
             resume = RESIDUAL
             if I[STOP_EVERY] != 0:
@@ -126,9 +126,14 @@ def _steps(W, x, S, I, F, hist, trace, A, P, R, j, iteration, preconditioned):
             c[k] = R.recv[0, k]
             removed += c[k] * c[k]
         square = R.recv[0, j + 1] - removed
-        if square < 0.0 and square >= -ROUNDING * R.recv[0, j + 1]:
+        if not np.isfinite(square):
+            event = NANORINF
+            break
+        # below zero at step 0 (Cauchy-Schwarz), or by a little later, it is rounding's:
+        # z_j in the span of V, a happy breakdown (A M v_0 parallel to v_0 at step 0)
+        if square < 0.0 and (j == 0 or square >= -ROUNDING * R.recv[0, j + 1]):
             square = 0.0
-        if not square >= 0.0:   # V lost its orthogonality: the cycle ends with its columns so far
+        if square < 0.0:   # V lost its orthogonality: the cycle ends with its columns so far
             I[RESTARTS] += 1
             break
         h = np.sqrt(square)
@@ -200,9 +205,6 @@ def _update(W, x, k, preconditioned):
 
 
 def _breakdown(check, value):
-    if check == SQUARE_ROOT:
-        return Breakdown("diverged_breakdown", "square-root breakdown at a cycle's first step: "
-                                               "||z_0||^2 - (v_0, z_0)^2 < 0")
     return Breakdown("diverged_breakdown", "GMRES: zero column in the Hessenberg matrix")
 
 
