@@ -1,8 +1,8 @@
 """Time per iteration in the strong-scaling limit: few unknowns per rank, reductions that
 cost more than the local work.  Our cg, p-cg, p(2)-cg (on the compiled and the Python
-loop where they have both), Gropp's CG, predict-and-recompute p-CG, s-step CG (s = 4
+loop where they have both), Gropp's CG, predict-and-recompute p-CG, p-CG with one reduction per two iterations (p-cg2), s-step CG (s = 4
 and 8; PETSc has none: against its pipecg) and single-reduction CG (b-cg) against PETSc's
-cg, pipecg, pipelcg, groppcg, pipeprcg and cg with -ksp_cg_single_reduction (cg-sr), in
+cg, pipecg, pipelcg, groppcg, pipeprcg, pipecg2 and cg with -ksp_cg_single_reduction (cg-sr), in
 one run:
 
     python -m benchmarks.strong_scaling_limit                  # every case below
@@ -50,10 +50,10 @@ from pipekrylov.timing import PLCG, per_iteration, petsc_solver, poisson
 
 SIZES = [256, 1024, 4096, 16384, 65536]
 TOTAL = 10 ** 6
-OURS = ["cg", "p-cg compiled", "p-cg python", "p(2)-cg compiled", "p(2)-cg python", "gropp-cg", "p-cg-pr", "s(4)-cg",
-        "s(8)-cg", "b-cg"]
+OURS = ["cg", "p-cg compiled", "p-cg python", "p(2)-cg compiled", "p(2)-cg python", "gropp-cg", "p-cg-pr", "p-cg2",
+        "s(4)-cg", "s(8)-cg", "b-cg"]
 # cg-sr: cg -ksp_cg_single_reduction
-PETSC = ["PETSc cg", "PETSc pipecg", "PETSc pipelcg", "PETSc groppcg", "PETSc pipeprcg", "PETSc cg-sr"]
+PETSC = ["PETSc cg", "PETSc pipecg", "PETSc pipelcg", "PETSc groppcg", "PETSc pipeprcg", "PETSc pipecg2", "PETSc cg-sr"]
 OURS_GMRES = ["gmres", "gmres cgs2", "gmres cgs", "p(1)-gmres", "p(2)-gmres", "s(4)-gmres", "s(8)-gmres", "p-fgmres"]
 PETSC_GMRES = ["PETSc gmres", "PETSc pgmres", "PETSc pipefgmres"]
 OURS_FLEXIBLE = ["cg", "p-cg compiled", "p-fcg", "p-gcr"]
@@ -87,6 +87,7 @@ def our_solvers():
                                                          **PLCG, **kw),
         "gropp-cg": lambda A, b, n, **kw: gropp(A, b, rtol=0.0, maxiter=n, M="jacobi", **kw),
         "p-cg-pr": lambda A, b, n, **kw: prcg(A, b, rtol=0.0, maxiter=n, M="jacobi", **kw),
+        "p-cg2": lambda A, b, n, **kw: pk.pipecg2(A, b, rtol=0.0, maxiter=n, M="jacobi", **kw),
         "s(4)-cg": lambda A, b, n, **kw: pk.sstep_cg(A, b, s=4, rtol=0.0, maxiter=n, M="jacobi", **kw),
         "s(8)-cg": lambda A, b, n, **kw: pk.sstep_cg(A, b, s=8, rtol=0.0, maxiter=n, M="jacobi", **kw),
         "b-cg": lambda A, b, n, **kw: bcg(A, b, rtol=0.0, maxiter=n, M="jacobi", **kw),
@@ -245,7 +246,7 @@ def report(rows, with_petsc, family="cg"):
     names = ours + (petsc if with_petsc else [])
     ratios = {"gmres": GMRES_RATIOS, "flexible": FLEXIBLE_RATIOS}.get(family, [
         ("p-cg compiled", "PETSc pipecg"), ("p-cg compiled", "PETSc cg"), ("gropp-cg", "PETSc groppcg"),
-        ("p-cg-pr", "PETSc pipeprcg"), ("s(4)-cg", "PETSc pipecg"), ("b-cg", "PETSc cg-sr")])
+        ("p-cg-pr", "PETSc pipeprcg"), ("p-cg2", "PETSc pipecg2"), ("s(4)-cg", "PETSc pipecg"), ("b-cg", "PETSc cg-sr")])
     header = ["transport", "ranks", "unknowns/rank"] + names + [f"{reference} fixed", f"{petsc_reference} fixed"] * with_petsc
     header += [f"{a} / {b.split()[1]}" for a, b in ratios] * with_petsc + ["allreduce", "hidden"]
     table = []

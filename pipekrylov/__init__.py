@@ -17,6 +17,7 @@ _LAZY = {
     "write_petsc_binary": "pipekrylov.matrix",
     "cg": "pipekrylov.solvers",
     "sstep_cg": "pipekrylov.solvers",
+    "pipecg2": "pipekrylov.solvers",
     "pipefcg": "pipekrylov.solvers",
     "pipegcr": "pipekrylov.solvers",
     "pipefgmres": "pipekrylov.solvers",

@@ -24,7 +24,7 @@ from .parallel.commandline import (ArgumentParser, add_debug_option, at_least, c
                                    refuse_nested_launch, run_command)
 
 METHODS = ("cg", "cr", "bicgstab", "gmres", "p-cg", "p-cr", "p-bicgstab", "p-cgs", "p-cg-hs", "p-cg-gropp", "p-cg-pr",
-           "b-cg", "p-gmres", "s-cg", "s-gmres", "p-fcg", "p-gcr", "p-fgmres")
+           "p-cg2", "b-cg", "p-gmres", "s-cg", "s-gmres", "p-fcg", "p-gcr", "p-fgmres")
 
 
 def build_problem(comm, problem, matrix):
@@ -67,8 +67,8 @@ def make_solver(method, depth=1, s=4):
     import pipekrylov as pk
     if method in ("s-cg", "s-gmres"):
         return functools.partial(pk.sstep_cg if method == "s-cg" else pk.sstep_gmres, s=s)
-    if method in ("p-fcg", "p-gcr", "p-fgmres"):
-        return {"p-fcg": pk.pipefcg, "p-gcr": pk.pipegcr, "p-fgmres": pk.pipefgmres}[method]
+    if method in ("p-cg2", "p-fcg", "p-gcr", "p-fgmres"):
+        return {"p-cg2": pk.pipecg2, "p-fcg": pk.pipefcg, "p-gcr": pk.pipegcr, "p-fgmres": pk.pipefgmres}[method]
     if method.startswith("b-"):
         from .derive import blocking
         return blocking(method[2:])
@@ -244,7 +244,7 @@ def main(argv=None):
     option("--matrix", help="a Matrix Market (.mtx) or PETSc binary file instead")
     option("--method", default="cg", choices=METHODS, metavar="METHOD",
            help="cg, cr, bicgstab, gmres, or a pipelined method: p-cg, p-cr, p-bicgstab, "
-                "p-cgs, p-cg-hs, p-cg-gropp, p-cg-pr (derived), p-gmres; s-cg, s-gmres (s-step); "
+                "p-cgs, p-cg-hs, p-cg-gropp, p-cg-pr (derived), p-cg2, p-gmres; s-cg, s-gmres (s-step); "
                 "b-cg (single-reduction CG, derived without overlap)")
     option("--depth", type=int, default=1, help="pipeline depth l of p-cg (p(l)-CG) and p-gmres")
     option("--s", type=int, default=4, help="iterations per reduction of s-cg and s-gmres (1 to 10)")

@@ -119,7 +119,7 @@ def per_iteration(comm, funcs, n1, n2, repeat=3, budget=1.0):
 # Solver set up once, through the functions, and PETSc's on a KSP set up once.
 STEPPERS = ("cg", "p-cg", "p(2)-cg")
 PETSC_STEPPERS = {"cg": "cg", "p-cg": "pipecg", "p(2)-cg": "pipelcg", "p-cg-gropp": "groppcg",
-                  "p-cg-pr": "pipeprcg", "b-cg": "cg-sr",   # cg-sr: cg -ksp_cg_single_reduction
+                  "p-cg-pr": "pipeprcg", "p-cg2": "pipecg2", "b-cg": "cg-sr",   # cg-sr: cg -ksp_cg_single_reduction
                   "p-fcg": "pipefcg", "p-gcr": "pipegcr", "p-fgmres": "pipefgmres",
                   "s-gmres": "pgmres"}   # PETSc has no s-step GMRES: its pipelined one
 
@@ -166,7 +166,7 @@ def calibrate_dt(comm, total, iterations, M="jacobi", rtol=1e-8):
 
 def steppers(A, u0, M, latency=0.0, rtol=1e-8, names=STEPPERS):
     """``{name: step(u, k) -> (u_(k+1), iterations)}``: our solvers ``names`` (cg,
-    p(2)-cg, s-cg, s-gmres, p-fcg, p-gcr, p-fgmres or a derived "p-..." or "b-...") through a Solver and
+    p(2)-cg, s-cg, s-gmres, p-cg2, p-fcg, p-gcr, p-fgmres or a derived "p-..." or "b-...") through a Solver and
     through the functions.
     Collective (the Solvers' set-up)."""
     import pipekrylov as pk
@@ -180,15 +180,15 @@ def steppers(A, u0, M, latency=0.0, rtol=1e-8, names=STEPPERS):
 
 
 def _function(name):
-    """The scipy-style function of a stepper's method: CG, p(2)-CG, s-step CG and GMRES, p-FCG,
+    """The scipy-style function of a stepper's method: CG, p(2)-CG, s-step CG and GMRES, p-CG2, p-FCG,
     p-GCR, p-FGMRES or a derived "p-..." or "b-..."."""
     import pipekrylov as pk
     if name == "cg":
         return pk.cg
     if name in ("s-cg", "s-gmres"):
         return pk.sstep_cg if name == "s-cg" else pk.sstep_gmres
-    if name in ("p-fcg", "p-gcr", "p-fgmres"):
-        return {"p-fcg": pk.pipefcg, "p-gcr": pk.pipegcr, "p-fgmres": pk.pipefgmres}[name]
+    if name in ("p-cg2", "p-fcg", "p-gcr", "p-fgmres"):
+        return {"p-cg2": pk.pipecg2, "p-fcg": pk.pipefcg, "p-gcr": pk.pipegcr, "p-fgmres": pk.pipefgmres}[name]
     if name == "p(2)-cg":
         return pk.pipelined("cg", depth=2)
     if name.startswith("b-"):

@@ -172,7 +172,7 @@ PAIRS = {
     "poisson": [("CG", "cg", SAME_NORM), ("PipeCG", "pipecg", SAME_NORM), ("CR", "cr", OTHER_NORM),
                 ("PipeCR", "pipecr", OTHER_NORM), ("PipeLCG", "pipelcg", OTHER_NORM),
                 ("GroppCG", "groppcg", SAME_NORM), ("PipePRCG", "pipeprcg", SAME_NORM), ("SStepCG", "cg", OTHER_NORM),
-                ("PipeFCG", "pipefcg", SAME_NORM)],
+                ("PipeFCG", "pipefcg", SAME_NORM), ("PipeCG2", "pipecg2", SAME_NORM)],
     "convdiff": [("GMRES", "gmres", SAME_NORM), ("PipeLGMRES", "pgmres", SAME_NORM), ("BiCGStab", "bcgs", SAME_NORM),
                  ("PipeBiCGStab", "pipebcgs", SAME_NORM), ("PipeCGS", "cgs", SAME_NORM),
                  ("SStepGMRES", "gmres", SAME_NORM), ("PipeFGMRES", "pipefgmres", SAME_NORM)],
@@ -203,7 +203,8 @@ def ours(name):
 def theirs(kind, problem):
     if problem == "convdiff":
         return [("ksp_type", kind), ("ksp_pc_side", "right")]
-    return [("ksp_type", kind)] + ([("ksp_norm_type", "unpreconditioned")] if kind in ("cg", "pipecg", "groppcg", "pipeprcg", "pipefcg")
+    return [("ksp_type", kind)] + ([("ksp_norm_type", "unpreconditioned")] if kind in ("cg", "pipecg", "groppcg", "pipeprcg", "pipefcg",
+                                                                                 "pipecg2")
                                  else [])
 
 

@@ -42,6 +42,7 @@ def relative_residual(A, x, b):
 
 
 CASES = [("pipecg", pkp.PipeCG), ("cg", pkp.CG), ("groppcg", pkp.GroppCG), ("pipeprcg", pkp.PipePRCG),
+         ("pipecg2", pkp.PipeCG2),
          ("pipebcgs", pkp.PipeBiCGStab), ("bcgs", pkp.BiCGStab), ("pipefcg", pkp.PipeFCG)]
 
 
@@ -234,7 +235,7 @@ def test_pipegcr_context_against_petscs_pipegcr(comm, name):
         pkp.make_ksp(A, pkp.PipeGCR, "jacobi", options=[("ksp_pipegcr_unroll_w", "false")])
 
 
-SPD_PAIRS = [("cg", pkp.CG), ("pipecg", pkp.PipeCG)]
+SPD_PAIRS = [("cg", pkp.CG), ("pipecg", pkp.PipeCG), ("pipecg2", pkp.PipeCG2)]
 NONSYMMETRIC_PAIRS = [("bcgs", pkp.BiCGStab), ("pipebcgs", pkp.PipeBiCGStab), ("gmres", pkp.GMRES),
                       ("pipefgmres", pkp.PipeFGMRES)]
 # Where the two do not agree within 5%.  PETSc's ILU(0) blocks are indefinite on bcsstk15:
@@ -243,7 +244,7 @@ NONSYMMETRIC_PAIRS = [("bcgs", pkp.BiCGStab), ("pipebcgs", pkp.PipeBiCGStab), ("
 # the rank count), and on orsirr_1 whether one of the two meets a breakdown at 2 or 4
 # ranks (PETSc's or ours); what converges is tested.  GMRES(30)
 # stagnates on the power-network matrices in 20000 iterations, PETSc's and ours alike.
-BOTH_DIVERGE = {("bcsstk15", "bjacobi", "cg"), ("bcsstk15", "bjacobi", "pipecg")}
+BOTH_DIVERGE = {("bcsstk15", "bjacobi", "cg"), ("bcsstk15", "bjacobi", "pipecg"), ("bcsstk15", "bjacobi", "pipecg2")}
 ROUNDING_DECIDES = {("hor_131", "bcgs"), ("hor_131", "pipebcgs"), ("orsirr_1", "bcgs"), ("orsirr_1", "pipebcgs")}
 
 
@@ -285,6 +286,12 @@ def test_matrices_through_petsc_pcs(comm, name, pc, pair):
     its, reason, _, res = solve(A, None, ours, pc=pc, b_whole=b)
     if (name, pc, theirs) in BOTH_DIVERGE:
         assert reason < 0 and reason_p < 0
+        return
+    if theirs == "pipecg2" and not (reason_p > 0 and res_p < 1.1e-8):
+        # PETSc's pipecg2 stagnates to max_it on the ill-conditioned matrices (494_bus,
+        # 1138_bus, bcsstk15), or stops on recurrences that drifted from b - A x (1138_bus
+        # with bjacobi: 4.8e-8); ours starts its pairs again from b - A x and converges
+        assert reason > 0 and res < 1e-8 * 1.01, (reason, res)
         return
     breakdowns = {int(PETSc.KSP.ConvergedReason.DIVERGED_BREAKDOWN),
                   int(PETSc.KSP.ConvergedReason.DIVERGED_BREAKDOWN_BICG)}

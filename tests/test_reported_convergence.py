@@ -30,6 +30,7 @@ METHODS = {   # name -> (solver, the matrices it applies to)
     "p(1)-gmres": (pk.pipelined("gmres", 1), SMALL_SPD + NONSYMMETRIC),
     "p(2)-gmres": (pk.pipelined("gmres", 2), SMALL_SPD + NONSYMMETRIC),
     "s(4)-cg": (pk.sstep_cg, SPD),
+    "p-cg2": (pk.pipecg2, SPD),
     "p-fcg": (pk.pipefcg, SPD),
     "p-gcr": (pk.pipegcr, SMALL_SPD + NONSYMMETRIC),
     "s(4)-gmres": (pk.sstep_gmres, SMALL_SPD + NONSYMMETRIC),

@@ -18,6 +18,7 @@ import re
 import numpy as np
 
 from ..kernels.compile import compile_source
+from ..kernels.workspace import vectors
 from ..loops import LoopSpec
 from ..runtime import layout as L
 from ..solvers.result import Breakdown
@@ -62,7 +63,9 @@ class DerivedLoop(LoopSpec):
         return f"{self.name} replace_every={self.replace_every} check_every={self.check_every} {self.digest}"
 
     def _workspace(self, n, preconditioned):
-        return tuple(np.zeros(n if length is None else length) for _, length in self.loop_code.workspace)
+        lengths = [length for _, length in self.loop_code.workspace]
+        spread = iter(vectors(lengths.count(None), n))    # the kernels' vectors, not 4K-aliased
+        return tuple(next(spread) if length is None else np.zeros(length) for length in lengths)
 
     def _breakdown(self, check, value):
         name, condition, reason = self.loop_code.checks[check]

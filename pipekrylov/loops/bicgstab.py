@@ -15,6 +15,7 @@ that fails, the method starts again from it, the count going on.
 import numpy as np
 
 from ..kernels import dot, fused_kernel
+from ..kernels.workspace import vectors
 from ..runtime.layout import (AFTER_TEST, ATOL, BEGIN, BNORM, CONFIRM, CONVERGED, DONE, FLUSH, FROM_X, ITERATION,
                               MAX_ITERATIONS, MAXITER, NONE, REPLACEMENTS, RESTARTS, RESUME, TOP)
 from ..runtime.operators import apply_operator, precondition
@@ -166,7 +167,7 @@ def _breakdown(check, value):
 
 
 def _workspace(n, preconditioned):
-    return (*(np.zeros(n) for _ in range(7)), np.zeros(2), np.zeros(1))
+    return (*vectors(7, n), np.zeros(2), np.zeros(1))
 
 
 BICGSTAB = LoopSpec("bicgstab", bicgstab, ["(r0,r) (r,r)", "(r0,v)", "(t,s) (t,t) (s,s)", "b - A x"], _workspace,

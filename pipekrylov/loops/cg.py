@@ -9,6 +9,7 @@ fails, CG starts again from it, the count going on."""
 import numpy as np
 
 from ..kernels import dot, fused_kernel
+from ..kernels.workspace import vectors
 from ..runtime.layout import (AFTER_TEST, BEGIN, CONFIRM, CONVERGED, FLUSH, FROM_X, ITERATION, MAX_ITERATIONS,
                               MAXITER, NONE, PRECONDITIONED, REPLACEMENTS, RESUME, TOP)
 from ..runtime.operators import apply_operator, precondition
@@ -121,8 +122,8 @@ def _breakdown(check, value):
 
 
 def _workspace(n, preconditioned):
-    r = np.empty(n)
-    return r, (np.empty(n) if preconditioned else r), np.zeros(n), np.empty(n), np.zeros(1), np.zeros(1)
+    r, z, p, q = vectors(4, n)
+    return r, (z if preconditioned else r), p, q, np.zeros(1), np.zeros(1)
 
 
 CG = LoopSpec("cg", cg, ["(r,r) (r,z)", "(p,Ap)", "(r,r)", "b - A x"], _workspace, 4, _breakdown, width=3,

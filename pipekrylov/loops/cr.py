@@ -5,6 +5,7 @@ A test that passes is confirmed against ``b - A x``, as CG's is."""
 import numpy as np
 
 from ..kernels import dot, fused_kernel
+from ..kernels.workspace import vectors
 from ..runtime.layout import (AFTER_TEST, BEGIN, CONFIRM, CONVERGED, FLUSH, FROM_X, ITERATION, MAX_ITERATIONS,
                               MAXITER, NONE, REPLACEMENTS, RESUME, TOP)
 from ..runtime.operators import apply_operator, precondition
@@ -113,7 +114,7 @@ def _breakdown(check, value):
 
 
 def _workspace(n, preconditioned):
-    return np.empty(n), np.empty(n), np.empty(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(1), np.zeros(1)
+    return (*vectors(6, n), np.zeros(1), np.zeros(1))
 
 
 CR = LoopSpec("cr", cr, ["(r,r) (u,Au)", "(Ap,MAp)", "b - A x"], _workspace, 4, _breakdown, width=3, reductions=2,

@@ -28,11 +28,13 @@ import numpy as np
 from ..kernels import dot, fused_kernel
 from ..kernels.basis import copy
 from ..kernels.compile import hot, jit
+from ..kernels.workspace import vectors
 from ..runtime.layout import (AFTER_TEST, BEGIN, CONFIRM, CONVERGED, FLUSH, FROM_X, ITERATION, MAX_ITERATIONS,
                               MAXITER, NONE, PRECONDITIONED, REPLACEMENTS, RESTARTS, RESUME, TOP)
-from ..runtime.operators import apply_operator, precondition
+from ..runtime.operators import apply_operator
 from ..runtime.reduce import start, wait
-from ..runtime.steps import breakdown, confirmed, confirmed_for_driver, end_iteration, residual_test, room, tolerance
+from ..runtime.steps import (breakdown, confirmed, confirmed_for_driver, end_iteration, precondition_or_copy,
+                              residual_test, room, tolerance)
 from ..solvers.result import Breakdown
 from . import LoopSpec, loop
 
@@ -82,7 +84,7 @@ def flexible(W, x, b, S, I, F, hist, trace, A, P, R):
             else:
                 apply_operator(A, x, r, R, -1, I, F)
                 residual(b=b, r=r, coef=coef, out=out)
-            _apply_m(P, r, u, R, -1, I, F, preconditioned)
+            precondition_or_copy(P, r, u, R, -1, I, F, preconditioned)
             copy(u, Pr[0])
             apply_operator(A, u, Sr[0], R, -1, I, F)
             copy(Sr[0], w)
@@ -90,7 +92,7 @@ def flexible(W, x, b, S, I, F, hist, trace, A, P, R):
             if first:
                 send[3] = dot(b, b)
             start(R, 0, 4 if first else 3, START_LABEL, I, F, trace)
-            _apply_m(P, w, Qr[0], R, 0, I, F, preconditioned)
+            precondition_or_copy(P, w, Qr[0], R, 0, I, F, preconditioned)
             apply_operator(A, Qr[0], Zr[0], R, 0, I, F)
             event = wait(R, 0, I, F, trace)
             if event != NONE:
@@ -130,7 +132,7 @@ def flexible(W, x, b, S, I, F, hist, trace, A, P, R):
             send[window + 2] = out[0]
             start(R, 0, window + 3, ITERATION_LABEL, I, F, trace)
             difference(w=w, r=r, t=t, coef=coef, out=out)           # m = u + M (w - r), n = A m
-            _apply_m(P, t, m, R, 0, I, F, preconditioned)
+            precondition_or_copy(P, t, m, R, 0, I, F, preconditioned)
             _add(u, m)
             apply_operator(A, m, n, R, 0, I, F)
             event = wait(R, 0, I, F, trace)
@@ -186,13 +188,6 @@ def _window(k, mmax, notay):
         return (k - 1) % mmax + 1
     return min(k, mmax)
 
-
-@hot
-def _apply_m(P, r, z, R, slot, I, F, preconditioned):
-    if preconditioned:
-        precondition(P, r, z, R, slot, I, F)
-    else:
-        copy(r, z)
 
 
 @hot
@@ -272,10 +267,9 @@ class Flexible(LoopSpec):
 
     def _workspace(self, n, preconditioned):
         ring = self.mmax + 1
-        vectors = [np.zeros(n) for _ in range(6)]
         rings = [np.zeros((ring, n)) for _ in range(4)]
         J = np.array([0, 0, self.mmax, self.truncation == "notay", self.method == "gcr"], dtype=np.int64)
-        return (*vectors, *rings, np.zeros(ring), np.zeros(ring), np.zeros(ring, dtype=np.int64), np.zeros(1),
+        return (*vectors(6, n), *rings, np.zeros(ring), np.zeros(ring), np.zeros(ring, dtype=np.int64), np.zeros(1),
                 np.zeros(5), J)
 
     def report(self, solver):

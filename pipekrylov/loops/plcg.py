@@ -40,6 +40,7 @@ driver starts the next one from ``x``.
 import numpy as np
 
 from ..kernels import dot, fused_kernel
+from ..kernels.workspace import vectors
 from ..kernels.basis import combine, copy, next_column
 from ..runtime.layout import (AFTER_TEST, ATOL, BEGIN, BREAKDOWN, CHECK, CONFIRM, CONVERGED, DONE, ESTIMATE, FLUSH,
                               FROM_X, HIST, ITERATED, ITERATION, MAX_ITERATIONS, MAXITER, MPI_FAILED, NANORINF, NONE,
@@ -102,7 +103,7 @@ def workspace(n, depth, estimate_steps):
             zeros((2 * l + 2, 2 * l + 1)),               # Gd: the band of G's last 2l + 2 columns
             zeros(l + 2), zeros(l + 2), zeros(l),         # gamma, delta: rings; sigma: the shifts
             zeros(steps), zeros(steps),                   # tdiag, toff: T of the start's (and estimate's) steps
-            *(zeros(n) for _ in range(12)),               # p, r, u, w, pd, s, mw, amw, sq, sz, true_r, true_z
+            *vectors(12, n),                              # p, r, u, w, pd, s, mw, amw, sq, sz, true_r, true_z
             zeros(3), zeros(1), zeros(s + 1), np.zeros(max(1, l), np.int64),   # coef, out, y, rows
             np.zeros(J_SIZE, np.int64))                   # J
 

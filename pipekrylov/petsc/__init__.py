@@ -22,7 +22,8 @@ The contexts, one per method:
 ``pipekrylov.petsc.GroppCG``     Gropp's CG          ``PipePRCG``      predict-and-recompute p-CG
 ``pipekrylov.petsc.SStepCG``     s-step CG           ``SStepGMRES``    s-step GMRES(m)
 ``pipekrylov.petsc.PipeFCG``     flexible p-CG       ``PipeGCR``       flexible p-GCR (pipefcg, pipegcr)
-``pipekrylov.petsc.PipeFGMRES``  flexible p-GMRES (pipefgmres)
+``pipekrylov.petsc.PipeFGMRES``  flexible p-GMRES    ``PipeCG2``       p-CG, one reduction per two iterations
+                                 (pipefgmres)                          (pipecg2)
 ========================  ==========================================================
 
 Options under the KSP's prefix: ``-ksp_pipekrylov_replacement`` (automatic residual
@@ -69,10 +70,10 @@ iteration: measured in docs/compiled-loop.md).
 """
 from .binding import Binding, PETScOperator, PETScPC, aij
 from .contexts import (CG, CR, GMRES, BiCGStab, Classic, Context, Deep, Derived, GroppCG, PipeBiCGStab, PipeCG,
-                       PipeCGS, PipeCR, PipeFCG, PipeFGMRES, PipeGCR, PipeLCG, PipeLGMRES, PipePRCG, SStep, SStepCG, SStepGMRES,
+                       PipeCG2, PipeCGS, PipeCR, PipeFCG, PipeFGMRES, PipeGCR, PipeLCG, PipeLGMRES, PipePRCG, SStep, SStepCG, SStepGMRES,
                        Flexible)
 from .ksp import make_ksp, run_ksp
 
-__all__ = ["CG", "CR", "BiCGStab", "GMRES", "PipeCG", "PipeCR", "PipeBiCGStab", "PipeCGS", "GroppCG", "PipePRCG", "PipeLCG",
+__all__ = ["CG", "CR", "BiCGStab", "GMRES", "PipeCG", "PipeCR", "PipeBiCGStab", "PipeCGS", "GroppCG", "PipePRCG", "PipeCG2", "PipeLCG",
            "PipeLGMRES", "SStepCG", "SStepGMRES", "PipeFCG", "PipeGCR", "PipeFGMRES", "Context", "Classic", "Derived", "Deep", "SStep", "Flexible", "Binding", "PETScOperator", "PETScPC",
            "aij", "make_ksp", "run_ksp"]

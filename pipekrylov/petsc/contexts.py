@@ -9,7 +9,7 @@ from petsc4py import PETSc
 from ..solvers.result import REASONS
 from .binding import Binding
 
-__all__ = ["Context", "Classic", "Derived", "Deep", "CG", "CR", "BiCGStab", "GMRES", "PipeCG", "GroppCG", "PipePRCG",
+__all__ = ["Context", "Classic", "Derived", "Deep", "CG", "CR", "BiCGStab", "GMRES", "PipeCG", "GroppCG", "PipePRCG", "PipeCG2",
            "PipeCR",
            "PipeBiCGStab", "PipeCGS", "PipeLCG", "PipeLGMRES", "SStepCG", "SStepGMRES", "Flexible", "PipeFCG", "PipeGCR", "PipeFGMRES"]
 
@@ -78,6 +78,7 @@ class Context:
 
     method = None
     kind = None
+    stride = 1      # iterations between two residual norms (a monitor's numbering after the solve)
 
     def __init__(self):
         self.latency = 0.0
@@ -134,7 +135,7 @@ class Context:
             viewer.printfASCII(f"  {line}\n")
         viewer.printfASCII("  convergence test: ||b - A x||_2 (the unpreconditioned norm), M applied on the right"
                            + (" (symmetrically: CG's iterates are left preconditioning's too)\n"
-                              if self.method in ("cg", "cr", "fcg") else "\n"))
+                              if self.method in ("cg", "cr", "fcg", "cg2") else "\n"))
         if self.binding is not None:
             viewer.printfASCII(f"  preconditioner applied: {self.binding.pc_name}\n")
         if self.last_result is not None:
@@ -189,7 +190,7 @@ class Context:
             log, show = ksp.logConvergenceHistory, ksp.monitor
             for its, rnorm in enumerate(res.residual_norms.tolist()):
                 log(rnorm)
-                show(its, rnorm)
+                show(min(its * self.stride, res.iterations), rnorm)
         self.last_result = res   # timings and trace, for pipekrylov.compare
         ksp.setIterationNumber(res.iterations)
         if res.residual_norms.size:
@@ -361,6 +362,23 @@ class Flexible(Context):
 
     def describe(self):
         return [f"max previous directions: {self.mmax}, {self.truncation} truncation", f"loop: {self.loop}"]
+
+
+class PipeCG2(Context):
+    """Pipelined CG with one reduction per two iterations (:func:`pipekrylov.pipecg2`,
+    PETSc's pipecg2) as a KSP.  Its residual norm is tested every other iteration: a
+    monitor shows iterations 0, 2, 4, ... (after a restart from ``b - A x`` the numbers
+    printed after the solve are counted by twos from the start, as many as were tested)."""
+
+    kind = "pipelined"
+    method = "cg2"
+    stride = 2
+
+    def method_spec(self):
+        return "p-cg2", {}
+
+    def describe(self):
+        return ["one reduction per two iterations, overlapped with two A and two M", f"loop: {self.loop}"]
 
 
 class PipeFGMRES(Context):

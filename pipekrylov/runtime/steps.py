@@ -1,5 +1,6 @@
 """The steps every loop takes alike: the tolerance from the first reduction, the residual
-test and its confirmation, a breakdown, the end of an iteration, room in the buffers."""
+test and its confirmation, a breakdown, the end of an iteration, room in the buffers, M
+or nothing."""
 import numpy as np
 
 from ..kernels import dot, fused_kernel
@@ -7,11 +8,11 @@ from ..kernels.compile import hot
 from .layout import (ATOL, ATOL_GIVEN, BAD_RHS, BNORM, BREAKDOWN, CHECK, CONVERGED, DIVERGED, DIVTOL, DONE, HIST,
                      ITERATED, NANORINF, NONE, RESTART, RNORM, RTOL, STOP_AT_TEST, STOP_EVERY, TESTED, TRACE, VALUE,
                      ZERO_RHS)
-from .operators import apply_operator
+from .operators import apply_operator, precondition
 from .reduce import allreduce
 
 __all__ = ["tolerance", "residual_test", "confirm", "confirmed", "confirmed_for_driver", "breakdown",
-           "end_iteration", "room"]
+           "end_iteration", "room", "precondition_or_copy"]
 
 _residual = fused_kernel(["r = b - r"]).function
 
@@ -120,3 +121,14 @@ def confirmed_for_driver(A, P, x, b, r, scratch, R, label, I, F, hist, trace):
     else RESTART, the driver putting the norm in the history and resuming FROM_X."""
     event = confirmed(A, P, x, b, r, scratch, R, label, I, F, hist, trace)
     return RESTART if event == NONE else event
+
+
+@hot
+def precondition_or_copy(P, r, z, R, slot, I, F, preconditioned):
+    """``z = M r``, or ``z = r`` without a preconditioner (for a loop whose recurrences keep
+    ``M r`` apart from ``r`` either way)."""
+    if preconditioned:
+        precondition(P, r, z, R, slot, I, F)
+    else:
+        for i in range(r.shape[0]):
+            z[i] = r[i]

@@ -5,11 +5,11 @@ driver every loop runs under (:mod:`.driver`).
 The classic methods are the baselines the pipelined methods are measured against.
 """
 from .bicgstab import bicgstab
-from .cg import cg, sstep_cg
+from .cg import cg, pipecg2, sstep_cg
 from .cr import cr
 from .flexible import pipefcg, pipefgmres, pipegcr
 from .gmres import gmres, sstep_gmres
 from .result import REASONS, SolveResult
 from .solver import Solver
 
-__all__ = ["Solver", "cg", "sstep_cg", "pipefcg", "pipegcr", "pipefgmres", "cr", "bicgstab", "gmres", "sstep_gmres", "SolveResult", "REASONS"]
+__all__ = ["Solver", "cg", "sstep_cg", "pipecg2", "pipefcg", "pipegcr", "pipefgmres", "cr", "bicgstab", "gmres", "sstep_gmres", "SolveResult", "REASONS"]

@@ -2,7 +2,7 @@
 :mod:`pipekrylov.loops.cg`)."""
 from .solver import solve_once
 
-__all__ = ["cg", "sstep_cg"]
+__all__ = ["cg", "sstep_cg", "pipecg2"]
 
 
 def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
@@ -66,4 +66,21 @@ def sstep_cg(A, b, x0=None, *, s=4, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
     """
     from ..loops.sstep import SStepCG
     return solve_once(SStepCG(s), A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
+                      comm=comm, monitor=monitor, latency=latency, loop=loop)
+
+
+def pipecg2(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+            comm=None, monitor=False, latency=0.0, loop="auto"):
+    """Solve ``A x = b`` (``A`` SPD) by pipelined CG with one reduction per two
+    iterations (PETSc's pipecg2; :mod:`pipekrylov.loops.pipecg2`).  Collective.
+
+    Arguments and result as :func:`cg`.  Each pair of iterations makes one non-blocking
+    reduction, overlapped with two applications of A and two of M.  The norm tested is
+    ``||r||_2``, at every other iteration (a monitor prints iterations 0, 2, 4, ...); a
+    test that passes is confirmed against ``b - A x``.  Where the recurrences lose
+    ``(r, M r)`` or ``(p, A p)`` near the attainable accuracy, the pairs start again from
+    ``b - A x`` (``result.replacements`` counts those and the failed confirmations).
+    """
+    from ..loops.pipecg2 import PipeCG2
+    return solve_once(PipeCG2, A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
                       comm=comm, monitor=monitor, latency=latency, loop=loop)

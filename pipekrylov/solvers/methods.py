@@ -4,7 +4,7 @@ import re
 __all__ = ["loop_spec", "METHODS"]
 
 METHODS = ("cg", "cr", "bicgstab", "gmres", "p-cg", "p-cr", "p-bicgstab", "p-cgs", "p-cg-hs", "p-cg-gropp", "p-cg-pr",
-           "b-cg",
+           "p-cg2", "b-cg",
            "p(l)-cg",
            "p(l)-gmres", "s-cg", "s-gmres", "p-fcg", "p-gcr", "p-fgmres")
 
@@ -18,7 +18,8 @@ def loop_spec(method, depth=None, **options):
     ``"s(4)-cg"``), s-step GMRES (``"s-gmres"`` or ``"s(4)-gmres"``, options ``s`` and
     ``restart``), pipelined flexible CG and GCR (``"p-fcg"``, ``"p-gcr"``, options ``mmax`` and
     ``truncation``), pipelined flexible GMRES (``"p-fgmres"``, options ``restart`` and ``shift``),
-    or a :class:`pipekrylov.derive.Method` (derived).  ``"b-"`` before a derived method's
+    pipelined CG with one reduction per two iterations (``"p-cg2"``), or a
+    :class:`pipekrylov.derive.Method` (derived).  ``"b-"`` before a derived method's
     name gives its blocking schedule: ``"b-cg"`` is single-reduction CG (Chronopoulos-Gear)."""
     deep = re.fullmatch(r"p\((\d+)\)-cg", method) if isinstance(method, str) else None
     if deep or (method == "p-cg" and depth not in (None, 1)):
@@ -44,6 +45,11 @@ def loop_spec(method, depth=None, **options):
     if method in ("p-fcg", "p-gcr"):
         from ..loops.flexible import Flexible
         return Flexible(method[2:], **options)
+    if method == "p-cg2":
+        if options:
+            raise TypeError(f"{method}: unexpected options {', '.join(options)}")
+        from ..loops.pipecg2 import PipeCG2
+        return PipeCG2
     if method == "p-fgmres":
         from ..loops.pipefgmres import PipeFGMRES
         return PipeFGMRES(**options)
