@@ -39,9 +39,11 @@ def _register_noalias():
     the compiler flag but no public option for it.  Registered here where Numba has the
     flag.  Without it, LLVM 14 (numba < 0.61) does not vectorize a loop that stores to
     more than a few arrays (it cannot prove they do not overlap): the fused updates ran
-    scalar.  Only kernels whose arrays never overlap ask for it, and their callers pass
-    separately allocated arrays (Numba marks every pointer of an array noalias, its
-    reference count too, so views of one buffer would not do)."""
+    scalar.  Only kernels whose arrays never overlap ask for it.  Numba marks every
+    pointer of an array noalias, its reference count's too: disjoint views of one buffer
+    (:func:`pipekrylov.kernels.workspace.vectors`) do, as the loops run them without
+    reference counts (a null count pointer) and a call from Python gives each argument a
+    count of its own; overlapping arrays would not."""
     try:
         from numba.core import cpu, options
         from numba.core.compiler import Flags

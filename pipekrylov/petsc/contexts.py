@@ -367,8 +367,9 @@ class Flexible(Context):
 class PipeCG2(Context):
     """Pipelined CG with one reduction per two iterations (:func:`pipekrylov.pipecg2`,
     PETSc's pipecg2) as a KSP.  Its residual norm is tested every other iteration: a
-    monitor shows iterations 0, 2, 4, ... (after a restart from ``b - A x`` the numbers
-    printed after the solve are counted by twos from the start, as many as were tested)."""
+    monitor shows iterations 0, 2, 4, ...  A live monitor is given each test's iteration;
+    the lines printed after the solve (the compiled loop's) are counted by twos, which
+    after a pair of one iteration or a restart from ``b - A x`` runs ahead of it."""
 
     kind = "pipelined"
     method = "cg2"

@@ -4,6 +4,7 @@ or nothing."""
 import numpy as np
 
 from ..kernels import dot, fused_kernel
+from ..kernels.basis import copy
 from ..kernels.compile import hot
 from .layout import (ATOL, ATOL_GIVEN, BAD_RHS, BNORM, BREAKDOWN, CHECK, CONVERGED, DIVERGED, DIVTOL, DONE, HIST,
                      ITERATED, NANORINF, NONE, RESTART, RNORM, RTOL, STOP_AT_TEST, STOP_EVERY, TESTED, TRACE, VALUE,
@@ -130,5 +131,4 @@ def precondition_or_copy(P, r, z, R, slot, I, F, preconditioned):
     if preconditioned:
         precondition(P, r, z, R, slot, I, F)
     else:
-        for i in range(r.shape[0]):
-            z[i] = r[i]
+        copy(r, z)      # compiled, also where the loop runs interpreted
