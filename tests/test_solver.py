@@ -83,6 +83,22 @@ def test_update_takes_the_new_values(comm):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("method", ["cg", "p-cg2", "bicgstab"])
+def test_update_gives_a_preconditioner(comm, method):
+    """``update(A, M=...)`` on a solver set up without one preconditions the next solves
+    (its workspace and the loop's flag made anew) as a solver set up with it does."""
+    A = load("nos4")
+    b = comm.bcast(np.random.default_rng(2).standard_normal(A.shape[0]))
+    solver = pk.Solver(A, method, comm=comm)
+    plain = solver.solve(b, rtol=1e-10)
+    solver.update(A, M="jacobi")
+    updated = solver.solve(b, rtol=1e-10)
+    fresh = pk.Solver(A, method, M="jacobi", comm=comm).solve(b, rtol=1e-10)
+    assert updated.iterations == fresh.iterations != plain.iterations
+    assert np.array_equal(updated.residual_norms, fresh.residual_norms)
+
+
+@pytest.mark.mpi
 def test_the_functions_see_a_matrix_changed_in_place(comm):
     """The functions keep a Solver with the matrix; changing ``A.data`` in place is seen
     (the kept solver is checked against a checksum of the arrays) and solved anew."""

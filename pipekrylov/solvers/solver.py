@@ -112,12 +112,14 @@ class Solver:
         self.partition = A.partition
         self.failures = []   # what user code raised on this rank during the current solve
         self.pc_error = None
+        was_preconditioned = getattr(self, "M", None) is not None
         try:
             self.M = make_preconditioner(M, A)
         except PreconditionerFailure as exc:
             self.M, self.pc_error = None, exc
         self._choose_loop(self.loop_asked)
-        if not same_size or not hasattr(self, "W"):
+        # a preconditioner given or taken away changes the workspace and the loop's flag
+        if not same_size or not hasattr(self, "W") or (self.M is not None) != was_preconditioned:
             self._allocate()
         elif self.loop == "compiled":
             self.entry = self._compile()   # the same kinds of operands: Numba's dispatcher has it
