@@ -78,8 +78,9 @@ def _timed(comm, func, n):
 
 def per_iteration(comm, funcs, n1, n2, repeat=3, budget=1.0):
     """``{name: (seconds per iteration, fixed seconds per solve)}`` of each ``funcs[name](n)
-    -> iterations``; None where a solver stopped short of ``n`` iterations (a breakdown, or
-    convergence to rounding).  At least ``repeat`` rounds, more (up to 200) where a round
+    -> iterations``, per iteration done; None where a solver stopped more than two short
+    of ``n`` iterations (a breakdown, or convergence to rounding) or did not do the same
+    each round.  At least ``repeat`` rounds, more (up to 200) where a round
     is cheap, within about ``budget`` seconds per solver; a round times a solve of ``n1``
     iterations then one of ``n2``, and the figure is the median over the rounds of their
     difference (at a few hundred unknowns a solve's own cost varies by more than the
@@ -93,24 +94,30 @@ def per_iteration(comm, funcs, n1, n2, repeat=3, budget=1.0):
         func(n1)
         func(n2)
         rounds = comm.bcast(max(repeat, min(200, int(budget / max(time.perf_counter() - t0, 1e-4)))))
-        pairs, short = [], False
+        pairs, counts, short = [], set(), False
         gc.collect()
         gc.disable()   # a collection inside a timed solve is noise, not the solver's cost
         try:
             for _ in range(rounds):
-                pair = []
+                pair, its = [], []
                 for n in (n1, n2):
-                    t, its = _timed(comm, func, n)
-                    short |= its not in (n, n + 1)   # PETSc's pipecg counts one more
+                    t, done = _timed(comm, func, n)
+                    # PETSc's pipecg counts one more; its pipecg2 stops at an even count
+                    # below max_it, one or two less
+                    short |= not n - 2 <= done <= n + 1
                     pair.append(t)
+                    its.append(done)
                 pairs.append(pair)
+                counts.add(tuple(its))
         finally:
             gc.enable()
         pairs = np.array(pairs)
-        per = float(np.median(pairs[:, 1] - pairs[:, 0])) / (n2 - n1)
+        its1, its2 = min(counts)
+        short |= len(counts) > 1 or its2 <= its1
+        per = float(np.median(pairs[:, 1] - pairs[:, 0])) / max(its2 - its1, 1)
         # not linear in the iterations (noise larger than the signal, or a solver whose
         # iterations differ, as p(l)-CG's first 2l): no figure
-        out[name] = None if short or per <= 0 else (per, float(np.median(pairs[:, 0])) - n1 * per)
+        out[name] = None if short or per <= 0 else (per, float(np.median(pairs[:, 0])) - its1 * per)
     return out
 
 
