@@ -110,7 +110,7 @@ fi
 say "installing what is missing of $numba_req, scipy, pytest, matplotlib, and pipekrylov (editable)"
 "$VENV/bin/python" -m pip install -q -c "$constraints" "$numba_req" scipy pytest matplotlib
 "$VENV/bin/python" -m pip install -q --no-deps -e .
-say "compiling the kernels of the common solves into the cache (about 90 s the first time)"
+say "compiling the kernels of the common solves into the cache (45-100 s the first time)"
 "$VENV/bin/python" -m pipekrylov warm
 echo "$inputs" > "$stamp"
 has_mpiexec || { echo "setup_env: mpi4py imports but no mpiexec beside it or on PATH" >&2; exit 1; }
