@@ -208,6 +208,15 @@ def test_depth_is_validated(method, depth, message):
         pk.pipelined(method, depth=depth)
 
 
+@pytest.mark.parametrize("method,hint", [("p(l)-cg", True), ("s(s)-gmres", True), ("p-foo", False), ("cgg", False)])
+def test_unknown_method_names_the_known(method, hint):
+    """The README's placeholders ("p(l)-cg") taken literally get told what l is."""
+    from mpi4py import MPI
+    with pytest.raises(ValueError, match="unknown method .*: choose from cg, c") as caught:
+        pk.Solver(pk.poisson2d(MPI.COMM_SELF, 4), method)
+    assert ("l or s is a number" in str(caught.value)) == hint
+
+
 def test_depth_too_deep_for_the_problem():
     from mpi4py import MPI
     A = pk.poisson2d(MPI.COMM_SELF, 3)

@@ -260,6 +260,9 @@ def test_the_drift_check_hands_over_and_is_reported():
                      fallback_depth=None)
     assert unchecked.restarts >= 1 and unchecked.iterations > 1.5 * res.iterations   # 1046 against 402
     assert f"after iteration {res.handed_over}: CG goes on as p-CG" in lines.getvalue()
+    # its three dots (r, M r), (M r, A p), (p, A p): one reduction, the loop's own
+    labels = [e.label for e in res.reductions.events if e.kind == "start"]
+    assert labels.count("hand-over (r,Mr) (Mr,Ap) (p,Ap)") == 1, sorted(set(labels))
     # the hand-over's first iteration is not reported twice
     its = [int(line.split()[0]) for line in lines.getvalue().splitlines() if "KSP Residual norm" in line]
     assert its == sorted(set(its))

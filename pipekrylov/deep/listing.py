@@ -41,8 +41,8 @@ def _cg_lines(l):
     return [
         ("start-up", "from preconditioned CG"),
         ("  u_0 = b - A x_0;  v_0 = M u_0 / ||u_0||_M", "r_0 = b - A x_0;  z_0 = M r_0"),
-        (f"  {2 * l} Lanczos steps, orthogonalized twice (blocking): v_1 .. v_{2 * l}, T",
-         "(fills the pipeline)"),
+        (f"  {2 * l} Lanczos steps by pipelined CG's recurrences: v_1 .. v_{2 * l}, T",
+         "(fills the pipeline; each reduction behind an operator application)"),
         (f"  G[:, c] = P_c(T) e_0 (c <= {l}), P_{l}(T) e_(c-{l}) (c <= {2 * l});  z_c = V G[:, c]",
          "(exact: no Gram matrix to factor)"),
         (f"iteration i = {l}, {l + 1}, ...  (k = i - {l}: Lanczos step, c = i - {l - 1}: column of G; "

@@ -240,12 +240,9 @@ class DeepCG(LoopSpec):
         if not hasattr(solver, "continuation"):
             solver.continuation = solver.with_loop(derived_loop_spec(CONTINUATION, replace_automatic=True))
         sub = solver.continuation
-        x, b, direction = run.x, run.b, self._w(solver, "p").copy()
-        r = b - solver.apply("A", x, np.empty_like(x))
-        u = solver.apply("M", r, np.empty_like(r))
-        s = solver.apply("A", direction, np.empty_like(x))
-        gamma, tau, pi = solver.reduce([r @ u, u @ s, direction @ s], "(r,Mr) (Mr,Ad) (d,Ad)")
-        run.state = {"p": direction, "s": s}
+        # the loop made r = b - A x, M r, s = A p and summed (r, M r), (M r, s), (p, s)
+        gamma, tau, pi = solver.R.recv[loop.HAND_OVER_SLOT, :3].tolist()
+        run.state = {"p": self._w(solver, "p"), "s": self._w(solver, "s")}   # copied into p-CG's own
         if pi > 0 and tau != 0:
             run.state["gamma_old"] = -gamma * pi / tau       # beta = gamma / gamma_old = -tau / pi
             run.state["alpha_old"] = run.state["gamma_old"] / pi

@@ -68,7 +68,8 @@ def loop_spec(method, depth=None, **options):
         if method == "bicgstab":
             from ..loops.bicgstab import BICGSTAB
             return BICGSTAB
-        raise ValueError(f"unknown method {method!r}: choose from {', '.join(METHODS)}")
+        hint = " (l or s is a number: 'p(2)-cg', 's(4)-gmres')" if re.fullmatch(r"[ps]\(\w+\)-\w+", method) else ""
+        raise ValueError(f"unknown method {method!r}{hint}: choose from {', '.join(METHODS)}")
     from ..derive import derived_spec
     if isinstance(method, str) and method.startswith("b-"):
         return derived_spec(method[2:], blocking=True, **options)
