@@ -103,6 +103,30 @@ def test_update_gives_a_preconditioner(comm, method):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("method", ["p(4)-cg", "p(2)-gmres"])
+def test_update_forgets_what_the_old_matrix_taught(comm, method):
+    """After ``update(A2)`` a deep pipeline estimates its shifts from A2, and p(l)-CG hands
+    over to a p-CG on A2 (nos4 at depth 4 hands over, with A and with A2): the solve is a
+    fresh solver's, bit for bit.  A2 = A + diag(A) / 100: Jacobi's spectrum moved by 0.01."""
+    A = load("nos4")
+    A2 = (A + 0.01 * sp.diags(A.diagonal())).tocsr()
+    b = comm.bcast(np.random.default_rng(3).standard_normal(A.shape[0]))
+    solver = pk.Solver(A, method, M="jacobi", comm=comm)
+    first = solver.solve(b, rtol=1e-8)
+    solver.update(A2)
+    updated = solver.solve(b, rtol=1e-8)
+    fresh = pk.Solver(A2, method, M="jacobi", comm=comm).solve(b, rtol=1e-8)
+    assert first.info == updated.info == fresh.info == 0
+    assert not np.allclose(fresh.shifts, first.shifts, rtol=1e-3)
+    if method == "p(4)-cg":
+        assert first.handed_over is not None and fresh.handed_over is not None
+    assert np.array_equal(updated.shifts, fresh.shifts)
+    assert updated.iterations == fresh.iterations
+    assert np.array_equal(updated.residual_norms, fresh.residual_norms)
+    assert np.array_equal(updated.x, fresh.x)
+
+
+@pytest.mark.mpi
 def test_the_functions_see_a_matrix_changed_in_place(comm):
     """The functions keep a Solver with the matrix; changing ``A.data`` in place is seen
     (the kept solver is checked against a checksum of the arrays) and solved anew."""

@@ -7,7 +7,7 @@ steps go on past the 2l the start needs until the bound is 1% of it (at most
 ``estimate_steps``), not counted as iterations, as PETSc's Chebyshev estimates its
 eigenvalues.  They are CG's recurrences, one reduction per step, and the start uses the
 first 2l of them: the estimate costs its extra steps only, and only once per
-:class:`~pipekrylov.Solver` (a solver keeps its shifts across solves).  ``interval``
+:class:`~pipekrylov.Solver` (a solver keeps its shifts across solves, until an update).  ``interval``
 (PETSc's ``lmin``, ``lmax``) or ``shifts`` give them instead.
 
 **Cycles.**  A breakdown of the basis (an LDL^T pivot, a square root) or a convergence
@@ -149,7 +149,7 @@ class DeepCG(LoopSpec):
         J[loop.REPORT] = 1
         solver.S[loop.DRIFT_TOL] = -1.0 if self.drift_tol is None else self.drift_tol
         solver.handed_over, solver.last_breakdown = None, None
-        rule = self.rule or getattr(solver, "shift_rule", None)   # a solver keeps its estimate
+        rule = self.rule or kept(solver, "shift_rule")   # a solver keeps its estimate
         self._set_depth(solver, self.depth, rule)
         solver.first_shifts = None if rule is None else rule(self.depth)
         J[loop.ESTIMATING] = rule is None
@@ -188,7 +188,7 @@ class DeepCG(LoopSpec):
         if isinstance(breakdown, BasisBreakdown):
             solver.last_breakdown = str(breakdown)
             if self.fallback_depth is not None:
-                self._set_depth(solver, self.fallback_depth, self.rule or getattr(solver, "shift_rule", None))
+                self._set_depth(solver, self.fallback_depth, self.rule or kept(solver, "shift_rule"))
             self._restart(solver, run, str(breakdown))
             return True
         return False
@@ -207,9 +207,9 @@ class DeepCG(LoopSpec):
         if bound <= ESTIMATE_TOLERANCE * abs(ritz.max()) or k >= self.estimate_steps or \
                 J[loop.ESTIMATING] == loop.FINAL:
             bounds = interval_from_ritz(ritz, bound)
-            solver.shift_rule = lambda d: chebyshev_shifts(d, *bounds)
-            solver.first_shifts = solver.shift_rule(self.depth)
-            self._set_depth(solver, int(J[loop.DEPTH]), solver.shift_rule)
+            rule = keep(solver, "shift_rule", lambda d: chebyshev_shifts(d, *bounds))
+            solver.first_shifts = rule(self.depth)
+            self._set_depth(solver, int(J[loop.DEPTH]), rule)
             J[loop.ESTIMATING] = 0
 
     def _restart(self, solver, run, cause):
@@ -237,9 +237,8 @@ class DeepCG(LoopSpec):
         I = solver.I
         run.note(f"basis drift {solver.F[L.VALUE]:.1e} after iteration {I[L.DONE]}: CG goes on as p-CG (depth 1)")
         solver.deep_depth, solver.handed_over = 1, int(I[L.DONE])
-        if not hasattr(solver, "continuation"):
-            solver.continuation = solver.with_loop(derived_loop_spec(CONTINUATION, replace_automatic=True))
-        sub = solver.continuation
+        sub = kept(solver, "continuation") or \
+            keep(solver, "continuation", solver.with_loop(derived_loop_spec(CONTINUATION, replace_automatic=True)))
         # the loop made r = b - A x, M r, s = A p and summed (r, M r), (M r, s), (p, s)
         gamma, tau, pi = solver.R.recv[loop.HAND_OVER_SLOT, :3].tolist()
         run.state = {"p": self._w(solver, "p"), "s": self._w(solver, "s")}   # copied into p-CG's own
@@ -250,6 +249,19 @@ class DeepCG(LoopSpec):
         I[L.WARM], I[L.RESUME], I[L.ITERATION] = 1, L.FROM_X, I[L.DONE]
         I[L.STOP_AT_TEST], run.warm = 1, True   # its first test is the iteration reported last
         raise Finished(*run_events(sub, run))
+
+
+def keep(solver, name, value):
+    """Keep ``value`` on ``solver`` while its matrix is the same (an update makes new
+    operands: the shifts and the continuation are made anew for the new matrix)."""
+    setattr(solver, name, (solver.A_operands, value))
+    return value
+
+
+def kept(solver, name):
+    """What :func:`keep` kept for the solver's present matrix, or None."""
+    held = getattr(solver, name, None)
+    return held[1] if held is not None and held[0] is solver.A_operands else None
 
 
 def _shift_rule(shifts, interval, depth):

@@ -5,7 +5,7 @@ depth: :mod:`pipekrylov.loops.plgmres`).
 the Ritz values ``theta`` of Arnoldi steps on ``A M`` from the first residual (``bound``
 the residual norm of the rightmost), until that bound is 1% of it (at most
 ``estimate_steps``): blocking steps, not counted as iterations, once per
-:class:`~pipekrylov.Solver` (a solver keeps its shifts).  ``interval`` or ``shifts`` give
+:class:`~pipekrylov.Solver` (a solver keeps its shifts until an update).  ``interval`` or ``shifts`` give
 them instead.  Real shifts keep the recurrences real; Ghysels et al. also use complex
 Leja-ordered Ritz values in pairs.
 
@@ -21,7 +21,7 @@ from ..runtime import layout as L
 from ..solvers.driver import Finished
 from ..solvers.inputs import fitted_restart
 from ..solvers.result import Breakdown
-from .plcg import _shift_rule
+from .plcg import _shift_rule, keep, kept
 from .spectrum import chebyshev_shifts, estimate_spectrum, interval_from_ritz
 
 __all__ = ["plgmres", "DeepGMRES", "MAX_RESTARTS"]
@@ -96,12 +96,12 @@ class DeepGMRES(LoopSpec):
 
     def begin(self, solver, run):
         """The shifts: given, kept from an earlier solve, or estimated now (collective)."""
-        rule = self.rule or getattr(solver, "shift_rule", None)
+        rule = self.rule or kept(solver, "shift_rule")
         solver.first_shifts = None
         if rule is None:
             ritz, bound = estimate_spectrum(solver, run.x, run.b, self.estimate_steps, symmetric=False)
             bounds = interval_from_ritz(ritz, bound) if ritz.size else (0.0, 1.0)
-            rule = solver.shift_rule = lambda d: chebyshev_shifts(d, *bounds)
+            rule = keep(solver, "shift_rule", lambda d: chebyshev_shifts(d, *bounds))
         solver.first_shifts = rule(self.depth)
         self._w(solver, "sigma")[:] = solver.first_shifts
         solver.S[loop.NORM_A] = solver.norm_inf_a   # (collective at the solver's first solve only)

@@ -68,7 +68,7 @@ def loop_spec(method, depth=None, **options):
         if method == "bicgstab":
             from ..loops.bicgstab import BICGSTAB
             return BICGSTAB
-        hint = " (l or s is a number: 'p(2)-cg', 's(4)-gmres')" if re.fullmatch(r"[ps]\(\w+\)-\w+", method) else ""
+        hint = " (l or s is a number: 'p(2)-cg', 's(4)-gmres')" if re.fullmatch(r"[ps]\(\D[^)]*\)-\w+", method) else ""
         raise ValueError(f"unknown method {method!r}{hint}: choose from {', '.join(METHODS)}")
     from ..derive import derived_spec
     if isinstance(method, str) and method.startswith("b-"):
