@@ -316,11 +316,16 @@ def make_preconditioner(M, A):
         return None
     if isinstance(M, str):
         name = M.lower()
+        inner = re.fullmatch(r"bjacobi-cg(?:\((\d+)\))?", name)
+        if name in ("jacobi", "ilu0", "ic0", "bjacobi") or inner:
+            if not hasattr(A, "local_block"):   # an operator given whole: it has no entries
+                raise ValueError(f"M={M!r} is made from A's entries, and A is an operator without them "
+                                 f"({type(getattr(A, 'operator', A)).__name__}): give A as a matrix, or M as a "
+                                 f"matrix, a LinearOperator or a callable z = M(r)")
         if name == "jacobi":
             return Jacobi(A)
         if name in ("ilu0", "ic0", "bjacobi"):
             return BlockJacobi(A, "ilu0" if name == "bjacobi" else name)
-        inner = re.fullmatch(r"bjacobi-cg(?:\((\d+)\))?", name)
         if inner:
             return BlockCG(A, int(inner.group(1) or 4))
         raise ValueError(f"unknown preconditioner {M!r}: use 'jacobi', 'bjacobi', 'ilu0', 'ic0' or 'bjacobi-cg(k)'")

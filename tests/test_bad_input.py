@@ -1,4 +1,6 @@
 """Bad input: a clear exception on every rank, never a hang."""
+import re
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -197,6 +199,19 @@ def test_preconditioner_given_as_a_matrix(comm, kind):
     assert res.info == 0 and res.iterations == pk.cg(A, A.scatter(b), rtol=1e-8, M="jacobi").iterations
     with pytest.raises(ValueError, match=r"M has shape \(5, 5\): it must be \(144, 144\)"):
         pk.cg(A, A.scatter(b), M=sp.identity(5))
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("M", ["jacobi", "ic0", "bjacobi-cg(2)"])
+def test_named_preconditioner_of_an_operator_without_entries(comm, M):
+    """A named preconditioner is made from A's entries: of a LinearOperator it is refused
+    on every rank, naming what to give instead."""
+    import scipy.sparse.linalg as spla
+    A = spla.aslinearoperator(sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(40, 40)))
+    for method in ("cg", "p-cg", "p(2)-cg", "gmres"):
+        with pytest.raises(ValueError, match=rf"M='{re.escape(M)}' is made from A's entries, and A is an "
+                                             r"operator without them \(\w*LinearOperator\)"):
+            pk.Solver(A, method, M=M, comm=comm)
 
 
 @pytest.mark.parametrize("method,depth,message", [
