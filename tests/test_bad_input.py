@@ -214,6 +214,66 @@ def test_named_preconditioner_of_an_operator_without_entries(comm, M):
             pk.Solver(A, method, M=M, comm=comm)
 
 
+ONE_RANK_WRONG = {   # an option only the last rank gets wrong: raised on every rank, no rank left waiting
+    "s-cg s": (lambda A, b, bad: pk.sstep_cg(A, b, s=20 if bad else 4), "s must be an integer from 1 to 10"),
+    "s-gmres s": (lambda A, b, bad: pk.sstep_gmres(A, b, s=0 if bad else 4), "s must be an integer"),
+    "p(l)-cg depth": (lambda A, b, bad: pk.plcg(A, b, depth=0 if bad else 2), "depth must be an integer"),
+    "p(l)-cg interval": (lambda A, b, bad: pk.plcg(A, b, interval=(1, 0) if bad else (0, 4)), "interval must be"),
+    "p(l)-gmres depth": (lambda A, b, bad: pk.plgmres(A, b, depth=0 if bad else 2), "depth"),
+    "p-fcg mmax": (lambda A, b, bad: pk.pipefcg(A, b, mmax=-5 if bad else 5), "mmax must be a positive integer"),
+    "p-gcr truncation": (lambda A, b, bad: pk.pipegcr(A, b, truncation="foo" if bad else "notay"), "truncation"),
+    "p-fgmres shift": (lambda A, b, bad: pk.pipefgmres(A, b, shift="x" if bad else 0.0), "shift"),
+    "gmres callback_type": (lambda A, b, bad: pk.gmres(A, b, callback=lambda x: None,
+                                                       callback_type="bogus" if bad else "x"), "callback_type"),
+    "Solver loop": (lambda A, b, bad: pk.Solver(A, "cg", loop="compiledx" if bad else "auto"), "loop must be"),
+}
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("case", sorted(ONE_RANK_WRONG))
+def test_an_option_wrong_on_one_rank_is_raised_on_every_rank(comm, case):
+    """The scipy-style functions made their method from the options before any collective:
+    the rank that refused them raised alone and the others waited for it in the set-up."""
+    call, message = ONE_RANK_WRONG[case]
+    A = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(40, 40)).tocsr()
+    with pytest.raises((ValueError, TypeError), match=message):
+        call(A, np.ones(40), comm.rank == comm.size - 1)
+
+
+@pytest.mark.mpi
+def test_matrix_file_missing_on_one_rank(comm, tmp_path_factory):
+    """A file on rank 0's file system and not on the others' (node-local disks): every
+    rank raises FileNotFoundError (the others waited in the memory check)."""
+    if comm.size == 1:
+        pytest.skip("needs a second rank")
+    folder = tmp_path_factory.mktemp(f"rank{comm.rank}")
+    if comm.rank == 0:
+        (folder / "m.mtx").write_text("%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1.0\n2 2 1.0\n")
+    with pytest.raises(FileNotFoundError, match="m.mtx"):
+        pk.read_matrix_market(folder / "m.mtx", comm)
+
+
+@pytest.mark.parametrize("what", ["callback", "monitor", "interrupt"])
+def test_user_code_that_raised_leaves_nothing_to_the_next_solve(what):
+    """On one rank a callback's or monitor's exception is raised at once; the next solve,
+    on the same Solver or through the function, starts clean (it raised the old exception
+    again)."""
+    from mpi4py import MPI
+    A = load("nos4")
+    b = np.ones(A.shape[0])
+    error = KeyboardInterrupt if what == "interrupt" else ZeroDivisionError
+
+    def fail(*args):
+        raise error()
+    given = {"monitor": fail} if what == "monitor" else {"callback": fail}
+    solver = pk.Solver(A, "cg", M="jacobi", comm=MPI.COMM_SELF)
+    for solve in (lambda **kw: solver.solve(b, rtol=1e-8, **kw), lambda **kw: pk.cg(A, b, rtol=1e-8, M="jacobi", **kw)):
+        with pytest.raises(error):
+            solve(**given)
+        res = solve()
+        assert res.info == 0 and np.linalg.norm(b - A @ res.x) <= 1e-8 * np.linalg.norm(b)
+
+
 @pytest.mark.parametrize("method,depth,message", [
     ("cg", 0, "positive integer"), ("cg", -1, "positive integer"), ("bicgstab", 0, "positive integer"),
     ("cg", 2.5, "positive integer"), ("cg", 100, "from 1 to 16"), ("bicgstab", 2, "deep pipelines exist for"),

@@ -148,6 +148,20 @@ def test_a_combination_in_blocks_of_four_rows_keeps_the_row_order():
             np.testing.assert_array_equal(out, expected)
 
 
+@pytest.mark.parametrize("shapes", [((9, 4096), (9, 4096)), ((31, 512), (30, 512), (512,)), ((3, 5), (7,))])
+def test_work_arrays_are_staggered_over_the_page(shapes):
+    """kernels.workspace.arrays (s-step CG's bases): zeroed, C-contiguous, disjoint, each
+    start 64-byte aligned and at a place of its own in the 4 KiB page."""
+    from pipekrylov.kernels.workspace import arrays
+    out = arrays(*shapes)
+    assert [a.shape for a in out] == [tuple(shape) for shape in shapes]
+    assert all(a.dtype == np.float64 and a.flags.c_contiguous and not a.any() for a in out)
+    starts = [a.ctypes.data for a in out]
+    assert all(start % 64 == 0 for start in starts) and len({start % 4096 for start in starts}) == len(starts)
+    spans = sorted((a.ctypes.data, a.ctypes.data + a.nbytes) for a in out)
+    assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))
+
+
 def test_a_noalias_fused_kernel_gives_numpys_bits():
     """A fused kernel of several stores compiled ``noalias`` (vectorized) and ``exact``: each
     vector's entries are numpy's separate updates', bit for bit."""

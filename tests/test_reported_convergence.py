@@ -55,3 +55,18 @@ def test_converged_means_the_true_residual_met_the_tolerance(name, matrix, comm)
             assert true <= SLACK * rtol * np.linalg.norm(b), (M, rtol, res, true / (rtol * np.linalg.norm(b)))
     if matrix in ("gr_30_30", "nos4") and name in ("cg", "gmres", "s(4)-gmres"):
         assert reported == 4   # the check ran: these converge at every setting
+
+
+@pytest.mark.parametrize("name", ["cg", "p-cg", "p(2)-cg", "p(3)-cg", "s(4)-cg", "p-cg2"])
+def test_an_indefinite_preconditioner_is_reported_not_converged(name, comm):
+    """hor_131's diagonal has entries of both signs, so Jacobi is indefinite and ``r^T M r``,
+    the square of the norm a preconditioned CG tests, goes below 0.  Each CG ends with
+    ``diverged_indefinite_pc`` within a few iterations.  (p(l)-CG took the square root of 0
+    for a norm and reported a convergence at a true relative residual of 0.1; s-step CG
+    passed the same 0 to its confirmation, missed, and started again from the same
+    iteration forever, its history growing.)"""
+    A = load("hor_131")
+    b = A @ np.ones(A.shape[0])
+    res = METHODS[name][0](A, b, M="jacobi", rtol=1e-8, maxiter=300, comm=comm)
+    assert res.reason == "diverged_indefinite_pc", (res.reason, res.message)
+    assert res.iterations <= 10 and len(res.residual_norms) <= 11

@@ -30,7 +30,7 @@ from ..loops import plcg as loop
 from ..runtime import layout as L
 from ..solvers.driver import Finished, run_events
 from ..solvers.result import Breakdown
-from ..solvers.solver import solve_once
+from ..solvers.solver import made, solve_once
 from .basis import BasisBreakdown, BasisDrift, SqrtBreakdown
 from .spectrum import chebyshev_shifts, interval_from_ritz, ritz_bound
 
@@ -89,8 +89,8 @@ def plcg(A, b, x0=None, *, depth=2, shifts="auto", interval=None, rtol=1e-5, ato
     reports restarts and the hand-over.  The norm tested is ``||r||_M = sqrt(r^T M r)``
     against ``max(atol, rtol ||b||_M)``; without a preconditioner it is the 2-norm.
     """
-    spec = DeepCG(depth, shifts=shifts, interval=interval, estimate_steps=estimate_steps, drift_tol=drift_tol,
-                  fallback_depth=fallback_depth)
+    spec = made(lambda: DeepCG(depth, shifts=shifts, interval=interval, estimate_steps=estimate_steps,
+                               drift_tol=drift_tol, fallback_depth=fallback_depth), "p(l)-cg")
     return solve_once(spec, A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback, comm=comm,
                       monitor=monitor, latency=latency, loop=loop)
 
@@ -129,7 +129,7 @@ class DeepCG(LoopSpec):
             return Breakdown("diverged_indefinite_mat", f"matrix is not positive definite: (A v, v) = {value:.3e} <= 0")
         if check == loop.INDEFINITE_PC:
             return Breakdown("diverged_indefinite_pc", f"preconditioner is not positive definite: "
-                                                       f"b^T M b = {value:.3e}")
+                                                       f"(v, M v) = {value:.3e} (v: b or a residual)")
         if check == loop.PIVOT:
             return BasisBreakdown(f"LDL^T pivot {value:.3e} <= 0")
         if check == loop.SQUARE_ROOT:

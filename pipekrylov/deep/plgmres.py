@@ -42,7 +42,9 @@ def plgmres(A, b, x0=None, *, depth=1, restart=30, shifts="auto", interval=None,
     breakdown) and ``shifts``.
     """
     from ..solvers.gmres import scipy_gmres
-    spec = DeepGMRES(depth, restart, shifts=shifts, interval=interval, estimate_steps=estimate_steps)
+    from ..solvers.solver import made
+    spec = made(lambda: DeepGMRES(depth, restart, shifts=shifts, interval=interval, estimate_steps=estimate_steps),
+                "p(l)-gmres")
     return scipy_gmres(spec, A, b, x0, restart=restart, maxiter=maxiter, callback=callback,
                        callback_type=callback_type, monitor=monitor, comm=comm, least=depth, rtol=rtol, atol=atol,
                        M=M, latency=latency, loop=loop)

@@ -12,7 +12,7 @@ number of cache lines, at least one) further into the page than the last.
 """
 import numpy as np
 
-__all__ = ["vectors"]
+__all__ = ["vectors", "arrays"]
 
 PAGE, LINE = 4096, 64
 
@@ -26,3 +26,22 @@ def vectors(count, n):
     buffer = np.zeros(count * stride + LINE // 8)
     first = (-buffer.ctypes.data % LINE) // 8                         # the first start, 64-byte aligned
     return [buffer[first + k * stride:first + k * stride + n] for k in range(count)]
+
+
+def arrays(*shapes):
+    """Zeroed, C-contiguous float64 arrays of these shapes, cut from one buffer, their
+    starts 64-byte aligned and spread over the page as :func:`vectors`' are: for bases
+    (2-D, a vector a row) that a kernel reads and writes across, an operator applied to a
+    row of one and stored in a row of another, or in a vector.  (Rows within one array
+    stay their length apart.)"""
+    spacing = max(LINE, PAGE // max(len(shapes), 1) // LINE * LINE)
+    sizes = [int(np.prod(shape)) for shape in shapes]
+    starts, end = [], 0
+    for k, size in enumerate(sizes):
+        end += ((k * spacing - end * 8) % PAGE) // 8        # to this array's place in the page
+        starts.append(end)
+        end += size
+    buffer = np.zeros(end + LINE // 8)
+    first = (-buffer.ctypes.data % LINE) // 8
+    return [buffer[first + start:first + start + size].reshape(shape)
+            for start, size, shape in zip(starts, sizes, shapes)]

@@ -298,6 +298,8 @@ def _cycle_start(W, x, b, S, I, F, hist, trace, A, P, R, first):
         if event != NONE:
             return event
     gamma0, delta0 = R.recv[0, 0], R.recv[0, 1]
+    if not gamma0 >= 0:   # r^T M r < 0: M is not positive definite (its "norm" of r no norm)
+        return _breakdown(INDEFINITE_PC, gamma0, I, F)
     S[GAMMA_J], S[DELTA_J], S[ALPHA_PREV] = gamma0, delta0, 1.0
     J[STEPS] = 0
     clear(y=pd, coef=coef, out=out)
@@ -315,10 +317,11 @@ def _cycle_start(W, x, b, S, I, F, hist, trace, A, P, R, first):
         I[HIST] += 1
         if not np.isfinite(beta):
             return NANORINF
-    if beta == 0.0:
-        return CONVERGED
     if beta <= F[ATOL]:   # the true residual passes in the natural norm: the 2-norm's test decides
-        return confirm(A, P, x, b, true_r, true_z, True, R, R.row.shape[0] - 1, TRUE_LABEL, I, F, trace)
+        event = confirm(A, P, x, b, true_r, true_z, True, R, R.row.shape[0] - 1, TRUE_LABEL, I, F, trace)
+        if event == NONE and beta == 0.0:   # r^T M r = 0 where b - A x is not 0: M is singular
+            return _breakdown(INDEFINITE_PC, gamma0, I, F)
+        return event
     return NONE
 
 
@@ -363,6 +366,8 @@ def _lanczos(W, x, b, S, I, F, hist, trace, A, P, R):
         event = wait(R, 0, I, F, trace)
         if event != NONE:
             return event
+        if not R.recv[0, 0] >= 0:   # (r, M r) < 0: M is not positive definite
+            return _breakdown(INDEFINITE_PC, R.recv[0, 0], I, F)
         S[GAMMA_PREV], S[GAMMA_J], S[DELTA_J], S[ALPHA_PREV] = gamma_j, R.recv[0, 0], R.recv[0, 1], alpha_j
         toff[j] = np.sqrt(max(S[GAMMA_J] / gamma_j, 0.0)) / abs(alpha_j)
         J[STEPS] = j + 1

@@ -41,6 +41,7 @@ import numpy as np
 
 from ..kernels import dot, fused_kernel
 from ..kernels.basis import add_combination, copy, gram, recover_block
+from ..kernels.workspace import arrays
 from ..kernels.compile import hot
 from ..runtime.layout import (AFTER_TEST, BEGIN, CONFIRM, CONVERGED, FLUSH, FROM_X, HIST, ITERATION, MAX_ITERATIONS,
                               MAXITER, NONE, PRECONDITIONED, REPLACEMENTS, RESTART, RESUME, STOP_AT_TEST, STOP_EVERY,
@@ -85,8 +86,10 @@ def workspace(n, s, preconditioned):
     """The loop's workspace for blocks of up to ``s`` iterations on ``n`` unknowns; ``T``
     is ``Y`` without a preconditioner."""
     N = 2 * s + 1
-    Y = np.zeros((N, n))
-    T = np.zeros((N, n)) if preconditioned else Y
+    # T_(j+1) = A Y_j, from a row of Y to a row of T: rows a multiple of 4 KiB apart (n a
+    # multiple of 512, the arrays allocated apart) made the SpMV 1.5x slower, the CPU holding
+    # loads back behind stores to the same address modulo the page (docs/performance.md)
+    Y, T = arrays((N, n), (N, n)) if preconditioned else 2 * arrays((N, n))
     J = np.zeros(J_SIZE, np.int64)
     J[S_MAX] = s
     V = (np.zeros(n), np.zeros(n))   # separate arrays: recover_block's outputs
@@ -178,7 +181,10 @@ def sstep_cg(W, x, b, S, I, F, hist, trace, A, P, R):
                 S[RZ_END] = 0.0
                 J[POS], J[LENGTH] = 0, m
             if resume != REBLOCK:
-                if rz == 0.0 and J[MISSED] == iteration + 1:   # (r, M r) = 0 where b - A x is not 0
+                # a block's first (r, M r) is exact: below 0, M is not positive definite (the
+                # test would pass its "norm" of 0 and start again from b - A x, forever); 0
+                # where b - A x is not 0, M is singular
+                if J[POS] == 0 and (rz < 0.0 or (rz == 0.0 and J[MISSED] == iteration + 1)):
                     event = breakdown(INDEFINITE_PC, rz, I, F)
                     break
                 event = residual_test(np.sqrt(max(rz, 0.0)), hist, I, F)

@@ -145,8 +145,8 @@ def read_matrix_market(path, comm):
             raise ValueError(f"{path}: the matrix has no rows ({n_rows} x {n_cols})")
         if nnz < 0:
             raise ValueError(f"{path}: the header announces {nnz} entries")
+        data_bytes = max(os.path.getsize(path) - data_start, 0)   # each rank's file (one node's may be missing)
     stored = nnz * (1 if symmetry == "general" else 2)
-    data_bytes = max(os.path.getsize(path) - data_start, 0)
     check_memory(f"{path}: its header's {n_rows} x {n_cols} matrix with {nnz} entries",
                  _mm_memory(n_rows, nnz, stored, data_bytes, comm.Get_size()), comm)
     with collective_check(comm, "read_matrix_market"):

@@ -1,6 +1,6 @@
 """Classic preconditioned Conjugate Gradients, scipy's calling contract (the loop:
 :mod:`pipekrylov.loops.cg`)."""
-from .solver import solve_once
+from .solver import made, solve_once
 
 __all__ = ["cg", "sstep_cg", "pipecg2"]
 
@@ -65,7 +65,7 @@ def sstep_cg(A, b, x0=None, *, s=4, rtol=1e-5, atol=0.0, maxiter=None, M=None, c
     solves with the same matrix).
     """
     from ..loops.sstep import SStepCG
-    return solve_once(SStepCG(s), A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
+    return solve_once(made(lambda: SStepCG(s), "s-cg"), A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
                       comm=comm, monitor=monitor, latency=latency, loop=loop)
 
 

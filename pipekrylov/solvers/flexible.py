@@ -1,7 +1,7 @@
 """Pipelined flexible CG, GCR and GMRES, scipy's calling contract (the loops:
 :mod:`pipekrylov.loops.flexible`, :mod:`pipekrylov.loops.pipefgmres`)."""
 from .gmres import scipy_gmres
-from .solver import solve_once
+from .solver import made, solve_once
 
 __all__ = ["pipefcg", "pipegcr", "pipefgmres"]
 
@@ -22,7 +22,7 @@ def pipefcg(A, b, x0=None, *, mmax=15, truncation="notay", rtol=1e-5, atol=0.0, 
     lost A-orthogonality.
     """
     from ..loops.flexible import PipeFCG
-    return solve_once(PipeFCG(mmax, truncation), A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+    return solve_once(made(lambda: PipeFCG(mmax, truncation), "p-fcg"), A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
                       callback=callback, comm=comm, monitor=monitor, latency=latency, loop=loop)
 
 
@@ -34,7 +34,7 @@ def pipegcr(A, b, x0=None, *, mmax=15, truncation="notay", rtol=1e-5, atol=0.0, 
     Right preconditioned, M may change.  Collective.
     """
     from ..loops.flexible import PipeGCR
-    return solve_once(PipeGCR(mmax, truncation), A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+    return solve_once(made(lambda: PipeGCR(mmax, truncation), "p-gcr"), A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
                       callback=callback, comm=comm, monitor=monitor, latency=latency, loop=loop)
 
 
@@ -53,6 +53,6 @@ def pipefgmres(A, b, x0=None, *, restart=30, shift="auto", rtol=1e-5, atol=0.0, 
     number).
     """
     from ..loops.pipefgmres import PipeFGMRES
-    return scipy_gmres(PipeFGMRES(restart, shift), A, b, x0, restart=restart, maxiter=maxiter, callback=callback,
+    return scipy_gmres(made(lambda: PipeFGMRES(restart, shift), "p-fgmres"), A, b, x0, restart=restart, maxiter=maxiter, callback=callback,
                        callback_type=callback_type, monitor=monitor, rtol=rtol, atol=atol, M=M, comm=comm,
                        latency=latency, loop=loop)

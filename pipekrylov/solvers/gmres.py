@@ -4,7 +4,7 @@ import warnings
 import numpy as np
 
 from .inputs import distributed, fitted_restart
-from .solver import solve_once
+from .solver import Refused, _name, made, solve_once
 
 __all__ = ["gmres", "sstep_gmres", "scipy_gmres", "CALLBACK_TYPES"]
 
@@ -64,7 +64,7 @@ def sstep_gmres(A, b, x0=None, *, s=4, rtol=1e-5, atol=0.0, restart=30, maxiter=
     keeps them for its later solves with the same matrix).
     """
     from ..loops.sstep_gmres import SStepGMRES
-    return scipy_gmres(SStepGMRES(s, restart), A, b, x0, restart=restart, maxiter=maxiter, callback=callback,
+    return scipy_gmres(made(lambda: SStepGMRES(s, restart), "s-gmres"), A, b, x0, restart=restart, maxiter=maxiter, callback=callback,
                        callback_type=callback_type, monitor=monitor, rtol=rtol, atol=atol, M=M, comm=comm,
                        latency=latency, loop=loop)
 
@@ -81,10 +81,17 @@ def scipy_gmres(method, A, b, x0, *, restart, maxiter, callback, callback_type, 
                       "('legacy'); give callback_type='x' (x after each restart cycle) or 'pr_norm'",
                       DeprecationWarning, stacklevel=3)
         callback_type = "legacy"
-    elif callback_type not in CALLBACK_TYPES:
-        raise ValueError(f"unknown callback_type {callback_type!r}: choose from {', '.join(CALLBACK_TYPES)}")
+    elif callback_type not in CALLBACK_TYPES:   # raised by the Solver, on every rank
+        method = Refused(ValueError(f"unknown callback_type {callback_type!r}: choose from "
+                                    f"{', '.join(CALLBACK_TYPES)}"), _name(method))
+        callback_type = None
     n = _size(A)
-    cycle = fitted_restart(restart, n, least) if n else int(restart)
+    try:
+        cycle = fitted_restart(restart, n, least) if n else int(restart)
+    except (TypeError, ValueError) as exc:
+        method = method if isinstance(method, Refused) else Refused(
+            ValueError(f"restart must be a positive integer, got {restart!r} ({exc})"), _name(method))
+        cycle = 1
     cycles = 10 * n if maxiter is None else maxiter
     try:
         iterations = cycles if callback_type == "legacy" else int(cycles) * cycle

@@ -70,13 +70,15 @@ class Solver:
         from ..loops import LoopSpec
         from .methods import loop_spec
         self.t0 = time.perf_counter()
-        if loop not in LOOPS:
-            raise ValueError(f"loop must be one of {', '.join(map(repr, LOOPS))}, got {loop!r}")
         name = _name(method)
         self.comm = comm = _solve_comm(method, A, comm)
         self._ranks = comm.Get_size()
         self._comm_key = _handle(comm)
-        with collective_check(comm, name):
+        with collective_check(comm, name):   # arguments one rank alone may have got wrong
+            if loop not in LOOPS:
+                raise ValueError(f"loop must be one of {', '.join(map(repr, LOOPS))}, got {loop!r}")
+            if isinstance(method, Refused):
+                raise method.error
             spec = method if isinstance(method, LoopSpec) else loop_spec(method, **options)
             self.latency = check_latency(latency)
         self.spec = self.spec_asked = spec
@@ -252,6 +254,7 @@ class Solver:
         ``divtol ||b||`` (PETSc's ``-ksp_divtol``, whose default is 1e4; None: never).
         """
         if self._ranks == 1:   # nothing to match across processes (see exclusive)
+            self.failures.clear()   # what user code raised in an earlier solve (raised there, at once)
             return self._solve(b, x0, rtol, atol, maxiter, callback, monitor, divtol)
         claim = _claim(self._comm_key, self.method, self)   # exclusive(self.comm, ...), cheaper
         try:
@@ -405,7 +408,7 @@ def _operands(A, failures):
 
 def _name(method):
     from ..loops import LoopSpec
-    return method.name if isinstance(method, LoopSpec) else _describe_method(method)
+    return method.name if isinstance(method, (LoopSpec, Refused)) else _describe_method(method)
 
 
 def _solve_comm(method, A, comm):
@@ -418,6 +421,27 @@ def _solve_comm(method, A, comm):
 
 def _describe_method(method):
     return method if isinstance(method, str) else f"{type(method).__name__} {getattr(method, 'name', '')}"
+
+
+class Refused:
+    """A method whose options this rank refused (:func:`made`): its Solver's set-up raises
+    the error on every rank, where the other ranks, which made theirs, would otherwise
+    wait in a collective that this rank never reaches."""
+
+    def __init__(self, error, name):
+        self.error, self.name = error, name
+
+    def __repr__(self):
+        return f"Refused({self.name}: {self.error})"
+
+
+def made(make, name):
+    """``make()``, the LoopSpec of a function's method and options, or, where its options
+    are wrong, a :class:`Refused` for the Solver to raise on every rank."""
+    try:
+        return make()
+    except (TypeError, ValueError) as exc:
+        return Refused(exc, name)
 
 
 def solve_once(method, A, b, x0=None, *, rtol, atol, maxiter, M, callback, comm, monitor, latency, loop,
