@@ -63,8 +63,15 @@ def solve_record(args, comm):
     return record
 
 
-def make_solver(method, depth=1, s=4):
+def make_solver(method, depth=1, s=None):
+    """The scipy-style function of ``--method``, ``--depth`` and ``--s`` (each refused
+    where the method has no such option, not ignored)."""
     import pipekrylov as pk
+    if depth != 1 and method not in ("p-cg", "p-gmres"):
+        raise ValueError(f"--depth {depth} is for p-cg (p(l)-CG) and p-gmres (p(l)-GMRES), not {method}")
+    if s is not None and method not in ("s-cg", "s-gmres"):
+        raise ValueError(f"--s {s} is for s-cg and s-gmres, not {method}")
+    s = 4 if s is None else s
     if method in ("s-cg", "s-gmres"):
         return functools.partial(pk.sstep_cg if method == "s-cg" else pk.sstep_gmres, s=s)
     if method in ("p-cg2", "p-fcg", "p-gcr", "p-fgmres"):
@@ -96,8 +103,9 @@ def check_ranks(comm, expected):
     """Fail unless the communicator has the ranks the launcher was asked for (a launcher
     built for another MPI starts N one-rank jobs instead of one N-rank job)."""
     if expected is not None and comm.size != expected:
-        print(f"error: MPI_COMM_WORLD has {comm.size} rank(s), {expected} were requested: "
-              "does the launcher match the MPI that mpi4py uses?", file=sys.stderr)
+        if comm.rank == 0:   # (a launcher of another MPI starts one-rank jobs: each says it)
+            print(f"pipekrylov: error: MPI_COMM_WORLD has {comm.size} rank(s), {expected} were requested: "
+                  "does the launcher match the MPI that mpi4py uses?", file=sys.stderr)
         return False
     return True
 
@@ -247,11 +255,12 @@ def main(argv=None):
                 "p-cgs, p-cg-hs, p-cg-gropp, p-cg-pr (derived), p-cg2, p-gmres; s-cg, s-gmres (s-step); "
                 "b-cg (single-reduction CG, derived without overlap)")
     option("--depth", type=int, default=1, help="pipeline depth l of p-cg (p(l)-CG) and p-gmres")
-    option("--s", type=int, default=4, help="iterations per reduction of s-cg and s-gmres (1 to 10)")
+    option("--s", type=int, default=None, help="iterations per reduction of s-cg and s-gmres (1 to 10; default 4)")
     option("--pc", default=None, help="jacobi, bjacobi, ilu0, ic0, bjacobi-cg(k) (default none)")
     option("--rtol", type=float, default=1e-8)
     option("--atol", type=float, default=0.0)
-    option("--maxiter", type=int, default=None)
+    option("--maxiter", type=int, default=None,
+           help="iterations (gmres, s-gmres, p-fgmres: restart cycles, scipy's convention); default 10 n")
     option("--latency", type=float, default=0.0, help="injected reduction latency, seconds")
     option("--monitor", action="store_true", help="PETSc-style residual monitor")
     option("--loop", default="auto", choices=["auto", "compiled", "python"],

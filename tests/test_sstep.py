@@ -211,10 +211,17 @@ def test_bad_s_gets_a_clear_error(s):
         pk.sstep_cg(A, np.ones(100), s=s)
 
 
-def test_more_basis_vectors_than_unknowns_is_refused():
-    A = sp.diags(np.arange(1.0, 6.0)).tocsr()
-    with pytest.raises(ValueError, match="needs at least 9 unknowns"):
-        pk.sstep_cg(A, np.ones(5), s=4, comm=MPI.COMM_SELF)
+@pytest.mark.parametrize("n", [1, 2, 5, 8])
+def test_blocks_fitted_to_a_small_system(n):
+    """At most (n - 1) / 2 iterations a block (its 2s + 1 basis vectors in n dimensions),
+    as GMRES's restart is at most n: a small system is solved with the default s (it was
+    refused), to a dense solve's answer."""
+    A = sp.diags([-1.0, 2.5, -1.0], [-1, 0, 1], shape=(n, n)).tocsr()
+    b = np.arange(1.0, n + 1)
+    res = pk.sstep_cg(A, b, rtol=1e-10, comm=MPI.COMM_SELF)
+    assert res.info == 0 and res.s == max(1, min(4, (n - 1) // 2))
+    exact = np.linalg.solve(A.toarray(), b)
+    assert np.linalg.norm(res.x - exact) <= 1e-9 * np.linalg.norm(exact)
 
 
 def test_an_exhausted_krylov_space_ends_its_block():

@@ -147,6 +147,13 @@ class DerivedLoop(LoopSpec):
                             f"{breakdown} after the recursive residual drifted from b - A x by "
                             f"{gap / max(true, 1e-300):.1e} of it: the pipelined recurrences lost "
                             f"accuracy (residual replacement, replace_automatic=True, keeps it)") from breakdown
+        if getattr(breakdown, "reason", None) == "diverged_indefinite_mat" and I[L.REPLACEMENTS] > 0:
+            # replaced every k iterations, r is fresh but the other recurrences (s = A p)
+            # may not be: an SPD matrix fails the check too (494_bus, replace_every=50)
+            raise Breakdown(breakdown.reason, f"{breakdown}: A is not positive definite, or the pipelined "
+                                              f"recurrences lost accuracy between the {int(I[L.REPLACEMENTS])} "
+                                              "residual replacements (replace_automatic=True replaces where they "
+                                              "drift)") from breakdown
         return False
 
     # -------------------------------------------------------------- in Python, rarely

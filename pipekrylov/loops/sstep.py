@@ -426,9 +426,10 @@ class SStepCG(LoopSpec):
         return workspace(n, self.s, preconditioned)
 
     def fitted(self, n):
-        if 2 * self.s + 1 > n:
-            raise ValueError(f"s = {self.s} needs at least {2 * self.s + 1} unknowns, the system has {n}")
-        return self
+        """At most (n - 1) / 2 iterations a block (its 2s + 1 basis vectors in n
+        dimensions), at least one, as GMRES's restart is at most n."""
+        s = max(1, min(self.s, (n - 1) // 2))
+        return self if s == self.s else SStepCG(s)
 
     def prepare(self, solver):
         """Each solve starts its own blocks; the estimate of lambda_max is the solver's

@@ -226,8 +226,9 @@ def check_same_on_every_rank(comm, method, A, **arguments):
             mine["A"] = checksum
     differ, what = _differences(comm, mine)
     if differ in (["derivation"], ["method_key"]):   # the same call, set up differently on some rank
-        raise ValueError(f"{method}: the ranks derived or set up different methods ({what}): a "
-                         "nondeterministic pass, or different versions of pipekrylov on the ranks")
+        raise ValueError(f"{method}: the ranks set up different methods ({what}): every rank must make the "
+                         "same call, with the same options (else: a nondeterministic pass, or different "
+                         "versions of pipekrylov on the ranks)")
     if differ:
         raise ValueError(f"{method}: the ranks were called with different arguments ({what}); "
                          f"every rank must make the same call")
