@@ -50,6 +50,10 @@ def solve_record(args, comm):
         solver = make_solver(args.method, args.depth, args.s)
         loop = {"loop": args.loop}
         solver(A, b, rtol=0.0, maxiter=2, M=args.pc, **loop)
+        if args.method == "p-cg" and args.depth > 1:   # the loop a hand-over goes on in (0.2-0.4 s to load)
+            from . import Solver
+            from .deep.plcg import continuation_spec
+            Solver(A, continuation_spec(), M=args.pc, **loop).solve(b, rtol=0.0, maxiter=2)
     res = solver(A, b, rtol=args.rtol, atol=args.atol, maxiter=args.maxiter, M=args.pc,
                  monitor=args.monitor, latency=args.latency, **loop)
     r = b - A.matvec(res.x)

@@ -238,7 +238,7 @@ class DeepCG(LoopSpec):
         run.note(f"basis drift {solver.F[L.VALUE]:.1e} after iteration {I[L.DONE]}: CG goes on as p-CG (depth 1)")
         solver.deep_depth, solver.handed_over = 1, int(I[L.DONE])
         sub = kept(solver, "continuation") or \
-            keep(solver, "continuation", solver.with_loop(derived_loop_spec(CONTINUATION, replace_automatic=True)))
+            keep(solver, "continuation", solver.with_loop(continuation_spec()))
         # the loop made r = b - A x, M r, s = A p and summed (r, M r), (M r, s), (p, s)
         gamma, tau, pi = solver.R.recv[loop.HAND_OVER_SLOT, :3].tolist()
         run.state = {"p": self._w(solver, "p"), "s": self._w(solver, "s")}   # copied into p-CG's own
@@ -249,6 +249,13 @@ class DeepCG(LoopSpec):
         I[L.WARM], I[L.RESUME], I[L.ITERATION] = 1, L.FROM_X, I[L.DONE]
         I[L.STOP_AT_TEST], run.warm = 1, True   # its first test is the iteration reported last
         raise Finished(*run_events(sub, run))
+
+
+def continuation_spec():
+    """The loop a hand-over goes on in: derived p-CG testing the natural norm, with
+    automatic residual replacement (compiled, or loaded from the cache, at a process's
+    first hand-over: a timing that must not include it makes a solver of it first)."""
+    return derived_loop_spec(CONTINUATION, replace_automatic=True)
 
 
 def keep(solver, name, value):
