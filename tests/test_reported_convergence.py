@@ -70,3 +70,14 @@ def test_an_indefinite_preconditioner_is_reported_not_converged(name, comm):
     res = METHODS[name][0](A, b, M="jacobi", rtol=1e-8, maxiter=300, comm=comm)
     assert res.reason == "diverged_indefinite_pc", (res.reason, res.message)
     assert res.iterations <= 10 and len(res.residual_norms) <= 11
+
+
+@pytest.mark.parametrize("name", ["cg", "p-cg", "p(2)-cg", "s(4)-cg"])
+def test_a_non_finite_x0_is_named_not_taken_for_an_indefinite_preconditioner(name, comm):
+    """A NaN in x0 makes every (r, M r) NaN: it is reported as x0's, on every rank (the
+    checks of (r, M r) < 0 above must not take it for an indefinite M)."""
+    A = load("nos4")
+    x0 = np.zeros(A.shape[0])
+    x0[3] = np.nan
+    with pytest.raises(ValueError, match="x0 has non-finite entries"):
+        METHODS[name][0](A, np.ones(A.shape[0]), x0=x0, M="jacobi", comm=comm)

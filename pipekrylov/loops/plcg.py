@@ -298,7 +298,7 @@ def _cycle_start(W, x, b, S, I, F, hist, trace, A, P, R, first):
         if event != NONE:
             return event
     gamma0, delta0 = R.recv[0, 0], R.recv[0, 1]
-    if not gamma0 >= 0:   # r^T M r < 0: M is not positive definite (its "norm" of r no norm)
+    if gamma0 < 0.0:   # r^T M r < 0: M is not positive definite (NaN: reported below, as not finite)
         return _breakdown(INDEFINITE_PC, gamma0, I, F)
     S[GAMMA_J], S[DELTA_J], S[ALPHA_PREV] = gamma0, delta0, 1.0
     J[STEPS] = 0
@@ -366,7 +366,7 @@ def _lanczos(W, x, b, S, I, F, hist, trace, A, P, R):
         event = wait(R, 0, I, F, trace)
         if event != NONE:
             return event
-        if not R.recv[0, 0] >= 0:   # (r, M r) < 0: M is not positive definite
+        if R.recv[0, 0] < 0.0:   # (r, M r) < 0: M is not positive definite (NaN: as before)
             return _breakdown(INDEFINITE_PC, R.recv[0, 0], I, F)
         S[GAMMA_PREV], S[GAMMA_J], S[DELTA_J], S[ALPHA_PREV] = gamma_j, R.recv[0, 0], R.recv[0, 1], alpha_j
         toff[j] = np.sqrt(max(S[GAMMA_J] / gamma_j, 0.0)) / abs(alpha_j)

@@ -41,8 +41,8 @@ import numpy as np
 
 from ..kernels import dot, fused_kernel
 from ..kernels.basis import add_combination, copy, gram, recover_block
-from ..kernels.workspace import arrays
 from ..kernels.compile import hot
+from ..kernels.workspace import arrays
 from ..runtime.layout import (AFTER_TEST, BEGIN, CONFIRM, CONVERGED, FLUSH, FROM_X, HIST, ITERATION, MAX_ITERATIONS,
                               MAXITER, NONE, PRECONDITIONED, REPLACEMENTS, RESTART, RESUME, STOP_AT_TEST, STOP_EVERY,
                               TOP, VALUE)
